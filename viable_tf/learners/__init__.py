@@ -1,0 +1,17 @@
+"""Meta-learners behind one contract: adapt, predict, meta-loss."""
+
+from viable_tf.learners.base import Learner
+from viable_tf.learners.cavia import CAVIA
+from viable_tf.learners.maml import MAML
+from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
+from viable_tf.learners.viable import VIABLE
+
+__all__ = [
+    "CAVIA",
+    "MAML",
+    "VIABLE",
+    "Learner",
+    "cross_entropy",
+    "get_task_loss",
+    "squared_error",
+]

@@ -1,0 +1,137 @@
+"""The contract every learner meets, and the shared gradient-based inner loop.
+
+A learner adapts to a task from its support set and predicts on its query set:
+
+    state = learner.adapt(support_x, support_y, support_mask)   # inner loop
+    y_hat = learner.predict(state, query_x)
+    loss, metrics = learner.meta_loss(batch)                    # outer objective
+
+The adapted `state` is a list of tensors with a leading task axis B: the context
+phi for CAVIA and VIABLE, the per-task weights for MAML. Subclasses define only
+`initial_state`, `predict` and `inner_loss`; the inner loop (S steps of
+state <- state - alpha * d inner_loss / d state) is shared.
+
+Shape legend: B tasks, K support, Q query, D input dim, Y output dim.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import keras
+import tensorflow as tf
+
+from viable_tf.learners.task_losses import get_task_loss
+from viable_tf.tasks.base import TaskBatch, masked_mean
+
+State = list[tf.Tensor]
+
+
+class Learner(keras.layers.Layer, abc.ABC):
+    """A meta-learner: adapt on a support set, predict on a query set, meta-loss."""
+
+    #: Short method name used in results ("cavia", "maml", "simviable", "relviable").
+    method_name: str = ""
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        num_inner_steps: int,
+        inner_lr: float,
+        first_order: bool = False,
+        task_loss: str = "mse",
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if num_inner_steps < 0:
+            raise ValueError(f"num_inner_steps must be >= 0, got {num_inner_steps}")
+        if not inner_lr > 0:
+            raise ValueError(f"inner_lr must be > 0, got {inner_lr}")
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+        self.num_inner_steps = num_inner_steps  # S
+        self.inner_lr = float(inner_lr)  # alpha
+        self.first_order = first_order
+        self.task_loss_name = task_loss
+        self.task_loss = get_task_loss(task_loss)  # L_T, per point
+
+    @abc.abstractmethod
+    def initial_state(self, batch_size: tf.Tensor) -> State:
+        """The state every task starts adapting from (e.g. phi_0 = 0), leading axis B."""
+
+    @abc.abstractmethod
+    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+        """Predictions of the adapted model: x [B, P, D] -> y_hat [B, P, Y]."""
+
+    @abc.abstractmethod
+    def inner_loss(
+        self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
+    ) -> tf.Tensor:
+        """The loss minimised in the inner loop, per task [B]."""
+
+    def support_loss(
+        self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
+    ) -> tf.Tensor:
+        """The true task loss L_T on the support set, per task [B]."""
+        point_loss = self.task_loss(self.predict(state, support_x), support_y)  # [B, K]
+        return masked_mean(point_loss, support_mask, axis=1)
+
+    def adapt(
+        self,
+        support_x: tf.Tensor,
+        support_y: tf.Tensor,
+        support_mask: tf.Tensor,
+        *,
+        return_inner_losses: bool = False,
+    ):
+        """Runs the inner loop from `initial_state` on the support set.
+
+        Args:
+          support_x: [B, K, D]; support_y: [B, K, Y] (or int [B, K]);
+          support_mask: bool [B, K]. A task with no real support point is not adapted.
+          return_inner_losses: also return the inner loss per step, [S, B]
+            (the loss *before* each step).
+
+        Returns:
+          The adapted state (and the inner losses if asked).
+        """
+        state = self.initial_state(tf.shape(support_x)[0])
+        losses = []
+        for _ in range(self.num_inner_steps):
+            with tf.GradientTape() as tape:
+                tape.watch(state)
+                loss = self.inner_loss(state, support_x, support_y, support_mask)  # [B]
+                # Tasks are independent, so d(sum_b loss_b)/d state_b = d loss_b / d state_b.
+                total = tf.reduce_sum(loss)
+            grads = tape.gradient(total, state)
+            if self.first_order:
+                grads = [tf.stop_gradient(g) for g in grads]
+            state = [s - self.inner_lr * g for s, g in zip(state, grads, strict=True)]
+            losses.append(loss)
+        if return_inner_losses:
+            stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
+            return state, stacked
+        return state
+
+    def query_loss(self, batch: TaskBatch, state: State) -> tf.Tensor:
+        """The true task loss on each task's query set, [B]."""
+        point_loss = self.task_loss(self.predict(state, batch.query_x), batch.query_y)  # [B, Q]
+        return tf.reduce_mean(point_loss, axis=1)
+
+    def meta_loss(self, batch: TaskBatch) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Outer objective: mean over tasks of the query loss after adaptation.
+
+        Returns:
+          (scalar meta-loss, metrics) with metrics["inner_loss_pre"], the inner loss
+          at the start of adaptation averaged over tasks.
+        """
+        state, inner_losses = self.adapt(
+            batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
+        )
+        per_task = self.query_loss(batch, state)  # [B]
+        metrics = {}
+        if self.num_inner_steps:
+            metrics["inner_loss_pre"] = tf.reduce_mean(inner_losses[0])
+        return tf.reduce_mean(per_task), metrics

@@ -1,0 +1,61 @@
+"""VIABLE on CAVIA (SPEC §3): the inner loss is a learned loss network Lhat_psi.
+
+The loss network is frozen during adaptation; its weights psi are meta-learned
+with theta from the same query loss (always the true task loss). The learned
+loss's gradient reaches phi through y_hat and through L_T(y_hat, y).
+
+Per-point features f_j (F numbers): (L_T(y_hat_j, y_j), y_hat_j, y_j), plus x_j
+when the loss network asks for inputs (the relation network does). For
+classification y_hat_j are the N logits and y_j the one-hot label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from viable_tf.configurable import keras_configurable
+from viable_tf.learners.cavia import CAVIA
+from viable_tf.networks.loss_networks import RelationLossNetwork, SimpleLossNetwork
+
+
+@keras_configurable
+class VIABLE(CAVIA):
+    """CAVIA whose inner loop descends a learned loss (simVIABLE or relVIABLE)."""
+
+    def __init__(
+        self,
+        *,
+        loss_network: Callable[[], SimpleLossNetwork | RelationLossNetwork] = (RelationLossNetwork),
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.loss_network = loss_network()  # Lhat_psi
+        label_dim = self.output_dim  # Y, or N for a one-hot label
+        feature_dim = 1 + self.output_dim + label_dim
+        if self.loss_network.include_inputs:
+            feature_dim += self.input_dim
+        self.feature_dim = feature_dim  # F
+        self.loss_network.build((None, None, feature_dim))
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        if isinstance(self.loss_network, RelationLossNetwork):
+            return "relviable"
+        return "simviable"
+
+    def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
+        """x [B, K, D], y [B, K, Y] (or int [B, K]), y_hat [B, K, Y] -> f [B, K, F]."""
+        point_loss = self.task_loss(y_hat, y)  # [B, K]
+        if self.task_loss_name == "cross_entropy":
+            y = tf.one_hot(y, self.output_dim, dtype=y_hat.dtype)  # [B, K, N]
+        parts = [point_loss[..., None], y_hat, y]
+        if self.loss_network.include_inputs:
+            parts.append(x)
+        return tf.concat(parts, axis=-1)  # [B, K, F]
+
+    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        y_hat = self.predict(state, support_x)  # [B, K, Y]
+        features = self.point_features(support_x, support_y, y_hat)  # [B, K, F]
+        return self.loss_network(features, support_mask)  # [B]

@@ -1,0 +1,10 @@
+"""Prediction network f_{phi, theta} and the learned loss networks Lhat_psi."""
+
+from viable_tf.networks.loss_networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.networks.prediction import PredictionNetwork
+
+__all__ = [
+    "PredictionNetwork",
+    "RelationLossNetwork",
+    "SimpleLossNetwork",
+]

@@ -1,0 +1,189 @@
+"""Learned inner-loop losses Lhat_psi of VIABLE (SPEC §3).
+
+Both networks map per-point features of a support set to one inner loss per
+task. The per-point features f_j are built by the learner: (L_T(y_hat_j, y_j),
+y_hat_j, y_j) and, for the relation network, also x_j.
+
+- `SimpleLossNetwork` (simVIABLE): an MLP on each f_j; the inner loss is the mean
+  over the task's real support points.
+- `RelationLossNetwork` (relVIABLE): an MLP on every ordered pair [f_j; f_k],
+  j = k included; the inner loss is the mean over the K*K real pairs. Padded
+  points take part in no pair.
+
+The output layer has no bias, on purpose: a constant offset to the inner loss
+does not change d/dphi, so such a bias would never receive a meta-gradient.
+
+Shape legend: B tasks, K support points, F per-point features, H hidden units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+from viable_tf.configurable import keras_configurable
+from viable_tf.tasks.base import masked_mean
+
+
+def _validate(hidden_units: Sequence[int]) -> tuple[int, ...]:
+    units = tuple(int(u) for u in hidden_units)
+    if not units or any(u < 1 for u in units):
+        raise ValueError(f"hidden_units must be a non-empty list of positive ints, got {units}")
+    return units
+
+
+class _LossNetwork(keras.layers.Layer):
+    """Shared construction: hidden Dense layers after the first, bias-free output."""
+
+    def __init__(
+        self,
+        *,
+        hidden_units: Sequence[int],
+        activation: str = "relu",
+        output_activation: str | None = None,
+        include_inputs: bool,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.hidden_units = _validate(hidden_units)
+        self.activation = keras.activations.get(activation)
+        self.output_activation = keras.activations.get(output_activation)
+        self.include_inputs = include_inputs
+        self._hidden = [
+            keras.layers.Dense(units, activation=self.activation, name=f"hidden_{i}")
+            for i, units in enumerate(self.hidden_units[1:], 1)
+        ]
+        # No bias: it would get no meta-gradient (see module docstring).
+        self._output = keras.layers.Dense(
+            1, activation=self.output_activation, use_bias=False, name="output"
+        )
+
+    def _build_tail(self, first_units: int) -> None:
+        width = first_units
+        for layer in self._hidden:
+            layer.build((None, width))
+            width = layer.units
+        self._output.build((None, width))
+
+    def _tail(self, hidden: tf.Tensor) -> tf.Tensor:
+        """First-layer pre-activations [..., H] -> one number per point or pair [...]."""
+        h = self.activation(hidden)
+        for layer in self._hidden:
+            h = layer(h)
+        return tf.squeeze(self._output(h), -1)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            hidden_units=list(self.hidden_units),
+            activation=keras.activations.serialize(self.activation),
+            output_activation=keras.activations.serialize(self.output_activation),
+            include_inputs=self.include_inputs,
+        )
+        return config
+
+
+@keras_configurable
+@keras.saving.register_keras_serializable(package="viable_tf")
+class SimpleLossNetwork(_LossNetwork):
+    """simVIABLE's loss: MLP on each support point's features, masked mean over K."""
+
+    def __init__(
+        self,
+        *,
+        hidden_units: Sequence[int] = (32, 32, 32),
+        activation: str = "relu",
+        output_activation: str | None = None,
+        include_inputs: bool = False,
+        **kwargs,
+    ) -> None:
+        super().__init__(
+            hidden_units=hidden_units,
+            activation=activation,
+            output_activation=output_activation,
+            include_inputs=include_inputs,
+            **kwargs,
+        )
+        self._first = keras.layers.Dense(self.hidden_units[0], name="hidden_0")
+
+    def build(self, input_shape) -> None:
+        feature_dim = input_shape[-1]
+        self._first.build((None, feature_dim))
+        self._build_tail(self.hidden_units[0])
+        self.built = True
+
+    def point_losses(self, features: tf.Tensor) -> tf.Tensor:
+        """features [B, K, F] -> per-point learned loss [B, K]."""
+        return self._tail(self._first(features))
+
+    def call(self, features: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """features [B, K, F], mask bool [B, K] -> inner loss per task [B]."""
+        return masked_mean(self.point_losses(features), mask, axis=1)
+
+
+@keras_configurable
+@keras.saving.register_keras_serializable(package="viable_tf")
+class RelationLossNetwork(_LossNetwork):
+    """relVIABLE's loss: MLP on every ordered pair of support points.
+
+    The first layer is computed per point and combined per pair:
+    W·[f_j; f_k] + b = W_a·f_j + W_b·f_k + b, which is exact and costs
+    O(K·F·H + K²·H) instead of O(K²·F·H) with no [B, K, K, 2F] tensor.
+    `naive_pair_losses` is the materialised form, kept for tests and benchmarks.
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden_units: Sequence[int] = (32, 32, 32),
+        activation: str = "relu",
+        output_activation: str | None = None,
+        include_inputs: bool = True,
+        **kwargs,
+    ) -> None:
+        super().__init__(
+            hidden_units=hidden_units,
+            activation=activation,
+            output_activation=output_activation,
+            include_inputs=include_inputs,
+            **kwargs,
+        )
+
+    def build(self, input_shape) -> None:
+        feature_dim = input_shape[-1]
+        units = self.hidden_units[0]
+        # The halves of one [2F, H] kernel; Glorot limits use the pair's fan-in 2F.
+        limit = (6.0 / (2 * feature_dim + units)) ** 0.5
+        init = keras.initializers.RandomUniform(-limit, limit)
+        self.kernel_first = self.add_weight(
+            shape=(feature_dim, units), initializer=init, name="kernel_first"
+        )  # W_a, applied to f_j
+        self.kernel_second = self.add_weight(
+            shape=(feature_dim, units), initializer=init, name="kernel_second"
+        )  # W_b, applied to f_k
+        self.bias = self.add_weight(shape=(units,), initializer="zeros", name="bias_0")
+        self._build_tail(units)
+        self.built = True
+
+    def pair_losses(self, features: tf.Tensor) -> tf.Tensor:
+        """features [B, K, F] -> learned loss of every ordered pair [B, K, K] (j, k)."""
+        first = tf.tensordot(features, self.kernel_first, axes=1)  # [B, K, H]
+        second = tf.tensordot(features, self.kernel_second, axes=1)  # [B, K, H]
+        hidden = first[:, :, None, :] + second[:, None, :, :] + self.bias  # [B, K, K, H]
+        return self._tail(hidden)  # [B, K, K]
+
+    def naive_pair_losses(self, features: tf.Tensor) -> tf.Tensor:
+        """Same as `pair_losses`, by materialising every pair's concatenated features."""
+        k = tf.shape(features)[1]
+        first = tf.repeat(features[:, :, None, :], k, axis=2)  # [B, K, K, F]  (f_j)
+        second = tf.repeat(features[:, None, :, :], k, axis=1)  # [B, K, K, F]  (f_k)
+        pairs = tf.concat([first, second], axis=-1)  # [B, K, K, 2F]
+        kernel = tf.concat([self.kernel_first, self.kernel_second], axis=0)  # [2F, H]
+        return self._tail(tf.tensordot(pairs, kernel, axes=1) + self.bias)  # [B, K, K]
+
+    def call(self, features: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """features [B, K, F], mask bool [B, K] -> inner loss per task [B]."""
+        pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
+        return masked_mean(self.pair_losses(features), pair_mask, axis=(1, 2))

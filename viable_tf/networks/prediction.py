@@ -1,0 +1,171 @@
+"""The prediction network f_{phi, theta}: an MLP on [x; phi] (CAVIA, SPEC §1).
+
+phi (the task context, C numbers) is an input tensor, not a weight. Because it
+enters the first layer linearly, W·[x; phi] = W_x·x + W_phi·phi: the context term
+is computed once per task and broadcast over its points instead of tiling phi
+onto every point.
+
+The network is also usable functionally, with weights passed in (`forward`):
+MAML adapts the weights themselves, one copy per task, with a leading B axis.
+
+Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
+H hidden units, Y output dim.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+from viable_tf.configurable import keras_configurable
+
+
+def _dense(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+    """[B, P, I] x kernel -> [B, P, O]; kernel is shared [I, O] or per task [B, I, O]."""
+    if len(kernel.shape) == 2:
+        return tf.tensordot(inputs, kernel, axes=1)
+    return tf.matmul(inputs, kernel)
+
+
+def _add_bias(inputs: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """[B, P, O] + bias, shared [O] or per task [B, O]."""
+    if len(bias.shape) == 1:
+        return inputs + bias
+    return inputs + bias[:, None, :]
+
+
+@keras_configurable
+@keras.saving.register_keras_serializable(package="viable_tf")
+class PredictionNetwork(keras.layers.Layer):
+    """MLP y_hat = f(x; phi) with ReLU hidden layers and a linear output.
+
+    Weights, in order (the `params` list of `forward`): first layer
+    `kernel_x` [D, H], `kernel_context` [C, H] (only if C > 0), `bias` [H]; then a
+    `kernel` [H, H'] and `bias` [H'] per further layer, the last one to Y outputs.
+    """
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        context_dim: int,
+        hidden_units: Sequence[int] = (40, 40),
+        kernel_initializer: str | dict = "glorot_uniform",
+        bias_initializer: str | dict = "zeros",
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        for name, value in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if context_dim < 0:
+            raise ValueError(f"context_dim must be >= 0, got {context_dim}")
+        if any(units < 1 for units in hidden_units):
+            raise ValueError(f"hidden_units must all be >= 1, got {tuple(hidden_units)}")
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+        self.context_dim = context_dim
+        self.hidden_units = tuple(int(u) for u in hidden_units)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.build()
+
+    def build(self, input_shape=None) -> None:
+        if self.built:
+            return
+        widths = (*self.hidden_units, self.output_dim)
+        first = widths[0]
+        self._params = [
+            self.add_weight(
+                shape=(self.input_dim, first), initializer=self._fan_in_init(), name="kernel_x"
+            )
+        ]
+        if self.context_dim:
+            self._params.append(
+                self.add_weight(
+                    shape=(self.context_dim, first),
+                    initializer=self._fan_in_init(),
+                    name="kernel_context",
+                )
+            )
+        self._params.append(
+            self.add_weight(shape=(first,), initializer=self.bias_initializer, name="bias_0")
+        )
+        for i, (fan_in, fan_out) in enumerate(itertools.pairwise(widths), 1):
+            self._params += [
+                self.add_weight(
+                    shape=(fan_in, fan_out),
+                    initializer=self.kernel_initializer,
+                    name=f"kernel_{i}",
+                ),
+                self.add_weight(
+                    shape=(fan_out,), initializer=self.bias_initializer, name=f"bias_{i}"
+                ),
+            ]
+        self.built = True
+
+    def _fan_in_init(self):
+        # The first layer is split into x and context parts; initialise each as
+        # part of one [D + C, H] kernel would be (Glorot limits use the full fan-in).
+        initializer = self.kernel_initializer
+        if isinstance(initializer, keras.initializers.GlorotUniform):
+            full_fan_in = self.input_dim + self.context_dim
+            fan_out = (self.hidden_units or (self.output_dim,))[0]
+            limit = (6.0 / (full_fan_in + fan_out)) ** 0.5
+            return keras.initializers.RandomUniform(-limit, limit, seed=initializer.seed)
+        return initializer
+
+    @property
+    def params(self) -> list:
+        """The weights theta, in `forward`'s order."""
+        return list(self._params)
+
+    def call(self, x: tf.Tensor, context: tf.Tensor | None = None) -> tf.Tensor:
+        """x [B, P, D], context [B, C] -> y_hat [B, P, Y]."""
+        return self.forward(self._params, x, context)
+
+    def forward(self, params: Sequence[tf.Tensor], x: tf.Tensor, context=None) -> tf.Tensor:
+        """The network with weights `params`, each shared or with a leading task axis B.
+
+        Args:
+          params: weights as listed in the class docstring; each either of the
+            variable's shape (shared by all tasks) or with a leading B axis.
+          x: float32 [B, P, D].
+          context: float32 [B, C], the task contexts phi; required iff C > 0.
+
+        Returns:
+          float32 [B, P, Y].
+        """
+        params = list(params)
+        h = _dense(x, params.pop(0))  # [B, P, H]
+        if self.context_dim:
+            if context is None:
+                raise ValueError(f"context [B, {self.context_dim}] is required")
+            kernel_context = params.pop(0)
+            if len(kernel_context.shape) == 2:
+                context_term = tf.matmul(context, kernel_context)  # [B, H]
+            else:
+                context_term = tf.einsum("bc,bch->bh", context, kernel_context)  # [B, H]
+            h += context_term[:, None, :]  # [B, P, H]
+        h = _add_bias(h, params.pop(0))
+        for _ in self.hidden_units:
+            h = tf.nn.relu(h)
+            kernel, bias = params.pop(0), params.pop(0)
+            h = _add_bias(_dense(h, kernel), bias)
+        return h  # [B, P, Y]
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            input_dim=self.input_dim,
+            output_dim=self.output_dim,
+            context_dim=self.context_dim,
+            hidden_units=list(self.hidden_units),
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+        )
+        return config

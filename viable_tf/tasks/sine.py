@@ -1,0 +1,151 @@
+"""Sine-wave regression tasks (SPEC §4), sampled inside the TensorFlow graph.
+
+Task: y = A * sin(x - p), A ~ U[0.1, 5.0], p ~ U[0, pi], x ~ U[-5, 5].
+
+Sampling is stateless: a batch is a pure function of a seed of shape [2], so the
+trainer derives the seed from (run seed, step) and a resumed run sees exactly the
+tasks an uninterrupted one would, with no Python round trip per meta-update.
+
+Shape legend: B tasks, K support points (padded), Q query points, D = Y = 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import gin
+import tensorflow as tf
+
+from viable_tf.tasks.base import TaskBatch
+
+
+class SineParams(NamedTuple):
+    """The hidden parameters of B sine tasks, for plots and checks."""
+
+    amplitude: tf.Tensor  # [B]
+    phase: tf.Tensor  # [B]
+
+
+def sine_curve(params: SineParams, x: tf.Tensor) -> tf.Tensor:
+    """y = A * sin(x - p) for x of shape [B, N, 1]; returns [B, N, 1]."""
+    amplitude = params.amplitude[:, None, None]  # [B, 1, 1]
+    phase = params.phase[:, None, None]  # [B, 1, 1]
+    return amplitude * tf.sin(x - phase)
+
+
+def seed_for(base_seed: int | tf.Tensor, index: int | tf.Tensor) -> tf.Tensor:
+    """A stateless-RNG seed [2] for the `index`-th draw of a run seeded `base_seed`."""
+    return tf.stack([tf.cast(base_seed, tf.int64), tf.cast(index, tf.int64)])
+
+
+@gin.configurable
+class SineTasks:
+    """Sampler of sine regression tasks with a per-task support size.
+
+    Support sets are padded to `num_support` points with a boolean mask; each
+    task's real support size is drawn uniformly from {min_support, ...,
+    num_support}, so one batch can mix K = 0 ... 20. K = 0 means "no adaptation".
+    """
+
+    input_dim = 1
+    output_dim = 1
+
+    def __init__(
+        self,
+        *,
+        num_support: int = 10,
+        min_support: int | None = None,
+        num_query: int = 10,
+        amplitude_range: tuple[float, float] = (0.1, 5.0),
+        phase_range: tuple[float, float] = (0.0, math.pi),
+        input_range: tuple[float, float] = (-5.0, 5.0),
+    ) -> None:
+        min_support = num_support if min_support is None else min_support
+        if num_support < 0:
+            raise ValueError(f"num_support must be >= 0, got {num_support}")
+        if not 0 <= min_support <= num_support:
+            raise ValueError(
+                f"min_support must be in [0, num_support={num_support}], got {min_support}"
+            )
+        if num_query < 1:
+            raise ValueError(f"num_query must be >= 1, got {num_query}")
+        for name, (low, high) in (
+            ("amplitude_range", amplitude_range),
+            ("phase_range", phase_range),
+            ("input_range", input_range),
+        ):
+            if not low < high:
+                raise ValueError(f"{name} must be (low, high) with low < high, got {(low, high)}")
+        self.num_support = num_support
+        self.min_support = min_support
+        self.num_query = num_query
+        self.amplitude_range = tuple(float(v) for v in amplitude_range)
+        self.phase_range = tuple(float(v) for v in phase_range)
+        self.input_range = tuple(float(v) for v in input_range)
+
+    def sample(
+        self,
+        seed: tf.Tensor,
+        batch_size: int,
+        *,
+        num_support: int | None = None,
+        query_x: tf.Tensor | None = None,
+    ) -> tuple[TaskBatch, SineParams]:
+        """Draws `batch_size` tasks as a pure function of `seed`.
+
+        Args:
+          seed: int [2], a stateless-RNG seed (see `seed_for`).
+          batch_size: B.
+          num_support: if given, every task gets exactly this many support points
+            (evaluation at a chosen K); otherwise K is drawn per task as configured.
+          query_x: if given, float32 [Q], the same query inputs for every task
+            (evaluation on an evenly spaced grid); otherwise Q = num_query random.
+
+        Returns:
+          The TaskBatch and the tasks' hidden parameters.
+        """
+        if num_support is not None and num_support < 0:
+            raise ValueError(f"num_support must be >= 0, got {num_support}")
+        seeds = tf.random.experimental.stateless_split(seed, num=5)
+        amplitude = tf.random.stateless_uniform(
+            [batch_size], seeds[0], *self.amplitude_range
+        )  # [B]
+        phase = tf.random.stateless_uniform([batch_size], seeds[1], *self.phase_range)  # [B]
+        params = SineParams(amplitude, phase)
+
+        padded_k = self.num_support if num_support is None else num_support
+        support_x = tf.random.stateless_uniform(
+            [batch_size, padded_k, 1], seeds[2], *self.input_range
+        )  # [B, K, 1]
+        if num_support is None and self.min_support < self.num_support:
+            task_k = tf.random.stateless_uniform(
+                [batch_size],
+                seeds[3],
+                minval=self.min_support,
+                maxval=self.num_support + 1,
+                dtype=tf.int32,
+            )  # [B]
+            support_mask = tf.range(padded_k)[None, :] < task_k[:, None]  # [B, K]
+        else:
+            support_mask = tf.ones([batch_size, padded_k], tf.bool)  # [B, K]
+
+        if query_x is None:
+            query_x = tf.random.stateless_uniform(
+                [batch_size, self.num_query, 1], seeds[4], *self.input_range
+            )  # [B, Q, 1]
+        else:
+            query_x = tf.tile(tf.reshape(query_x, [1, -1, 1]), [batch_size, 1, 1])  # [B, Q, 1]
+
+        batch = TaskBatch(
+            support_x=support_x,
+            support_y=sine_curve(params, support_x),
+            support_mask=support_mask,
+            query_x=query_x,
+            query_y=sine_curve(params, query_x),
+        )
+        return batch, params
+
+    def evaluation_grid(self, num_points: int = 100) -> tf.Tensor:
+        """float32 [Q]: `num_points` evenly spaced inputs over the input range."""
+        return tf.linspace(self.input_range[0], self.input_range[1], num_points)

@@ -1,0 +1,67 @@
+"""TensorBoard summaries that are more than a scalar: the config and figures."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import gin
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.tasks.sine import SineTasks, seed_for, sine_curve
+
+FIGURE_SEED = 20190303
+
+
+def operative_config(model_dir: str, step: int) -> str:
+    """Writes gin's operative config to `model_dir/operative_config.gin` and TensorBoard."""
+    config = gin.operative_config_str()
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
+        f.write(config)
+    # Markdown: indent by four spaces so TensorBoard shows it as a code block.
+    tf.summary.text("operative_config", "    " + config.replace("\n", "\n    "), step=step)
+    return config
+
+
+def figure_to_image(figure) -> tf.Tensor:
+    """A matplotlib figure as a uint8 image [1, H, W, 4]; closes the figure."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    plt.close(figure)
+    return tf.image.decode_png(buffer.getvalue(), channels=4)[None]
+
+
+def plot_adapted_fits(learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10):
+    """Figure: for a few fixed tasks, the true curve, support points and fits."""
+    grid = tasks.evaluation_grid(200)
+    batch, params = tasks.sample(
+        seed_for(FIGURE_SEED, num_support), num_tasks, num_support=num_support, query_x=grid
+    )
+    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)
+    adapted = learner.predict(
+        learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
+    )
+    truth = sine_curve(params, batch.query_x)
+    x = grid.numpy()
+    figure, axes = plt.subplots(1, num_tasks, figsize=(3.2 * num_tasks, 2.8), sharey=True)
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        ax.plot(x, truth[i, :, 0], color="black", label="true")
+        ax.plot(x, unadapted[i, :, 0], color="grey", linestyle="--", label="before")
+        ax.plot(x, adapted[i, :, 0], color="tab:red", label="adapted")
+        ax.scatter(batch.support_x[i, :, 0], batch.support_y[i, :, 0], color="tab:blue", zorder=3)
+        ax.set_xlabel("x")
+    np.atleast_1d(axes)[0].legend(loc="lower left", fontsize="small")
+    figure.suptitle(f"{learner.method_name}: adapted from K = {num_support} points")
+    figure.tight_layout()
+    return figure
+
+
+def adapted_fits(learner, tasks: SineTasks, step: int) -> None:
+    """Logs `plot_adapted_fits` as an image summary."""
+    tf.summary.image("adapted_fits", figure_to_image(plot_adapted_fits(learner, tasks)), step=step)

@@ -1,0 +1,259 @@
+"""Meta-training (SPEC §1, outer loop): Adam on theta (and psi), early stopping.
+
+One call of the compiled step function runs many meta-updates in a
+`tf.while_loop`, so there is no Python round trip per meta-update. The tasks of
+meta-update t are drawn from the stateless seed (seed, t): a run killed at any
+point and restarted resumes from its last checkpoint and ends in exactly the
+state of an uninterrupted run.
+
+Layout of a model directory D:
+  D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
+  D/best/          weights with the best meta-validation MSE so far
+  D/events*        TensorBoard summaries
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import gin
+import keras
+import tensorflow as tf
+from tqdm import tqdm
+
+from viable_tf.evaluation.sine import validation_evaluator
+from viable_tf.learners.base import Learner
+from viable_tf.tasks.sine import SineTasks, seed_for
+from viable_tf.training import summaries
+
+
+class NonFiniteLossError(RuntimeError):
+    """The meta-loss became NaN or infinite; nothing after the last checkpoint is saved."""
+
+
+@gin.configurable
+class Trainer:
+    """Meta-trains a learner on a task sampler; see the module docstring.
+
+    Args:
+      model_dir: where checkpoints and summaries go (D).
+      tasks: the task sampler.
+      learner: a factory called with `input_dim` and `output_dim` of the tasks.
+      num_steps: meta-updates in total.
+      meta_batch_size: tasks per meta-update (B).
+      seed: the run's seed (task stream and weight initialisation).
+      learning_rate: beta, Adam's initial learning rate ...
+      lr_decay_steps, lr_decay_rate: ... multiplied by `lr_decay_rate` every
+        `lr_decay_steps` meta-updates (staircase).
+      clip_value: meta-gradients are clipped elementwise to [-clip_value,
+        clip_value], as in the public CAVIA code; None disables clipping.
+      eval_every: meta-validate and checkpoint every this many meta-updates.
+      patience: stop after this many validations without improvement (None: never).
+      steps_per_call: meta-updates per call of the compiled step function.
+      jit_compile: compile the meta-update with XLA.
+      figure_every: log a figure of adapted fits every this many meta-updates (0: never).
+      keep_checkpoints: how many latest checkpoints to keep.
+      show_progress: show a progress bar on the console.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_dir: str,
+        tasks: SineTasks = gin.REQUIRED,
+        learner=gin.REQUIRED,
+        num_steps: int = 50_000,
+        meta_batch_size: int = 25,
+        seed: int = 0,
+        learning_rate: float = 1e-3,
+        lr_decay_steps: int = 5_000,
+        lr_decay_rate: float = 0.9,
+        clip_value: float | None = 10.0,
+        eval_every: int = 500,
+        patience: int | None = None,
+        steps_per_call: int = 100,
+        jit_compile: bool = True,
+        figure_every: int = 5_000,
+        keep_checkpoints: int = 2,
+        show_progress: bool = True,
+    ) -> None:
+        for name, value in (
+            ("num_steps", num_steps),
+            ("meta_batch_size", meta_batch_size),
+            ("eval_every", eval_every),
+            ("steps_per_call", steps_per_call),
+            ("lr_decay_steps", lr_decay_steps),
+            ("keep_checkpoints", keep_checkpoints),
+        ):
+            if value < 1:
+                raise ValueError(f"Trainer.{name} must be >= 1, got {value}")
+        if clip_value is not None and not clip_value > 0:
+            raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
+        if patience is not None and patience < 1:
+            raise ValueError(f"Trainer.patience must be >= 1 or None, got {patience}")
+        self.model_dir = model_dir
+        self.tasks = tasks
+        self.num_steps = num_steps
+        self.meta_batch_size = meta_batch_size  # B
+        self.seed = seed
+        self.clip_value = clip_value
+        self.eval_every = eval_every
+        self.patience = patience
+        self.steps_per_call = steps_per_call
+        self.figure_every = figure_every
+        self.show_progress = show_progress
+
+        keras.utils.set_random_seed(seed)
+        self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+        self.variables = list(self.learner.trainable_variables)  # theta (and psi)
+        self.lr_schedule = keras.optimizers.schedules.ExponentialDecay(
+            learning_rate, lr_decay_steps, lr_decay_rate, staircase=True
+        )
+        self.optimizer = keras.optimizers.Adam(self.lr_schedule)
+        self.optimizer.build(self.variables)
+
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.best_val = tf.Variable(math.inf, trainable=False, name="best_val")
+        self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")
+        self.evals_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.stopped_early = tf.Variable(False, trainable=False)
+        checkpoint = tf.train.Checkpoint(
+            learner=self.learner,
+            optimizer=self.optimizer,
+            step=self.step,
+            best_val=self.best_val,
+            best_step=self.best_step,
+            evals_since_best=self.evals_since_best,
+            stopped_early=self.stopped_early,
+        )
+        self.manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(model_dir, "checkpoints"), max_to_keep=keep_checkpoints
+        )
+        self.best_manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(learner=self.learner, step=self.step),
+            os.path.join(model_dir, "best"),
+            max_to_keep=1,
+        )
+        self._train_chunk = tf.function(self._run_meta_updates, jit_compile=jit_compile)
+        self.validate = validation_evaluator(tasks)
+
+    # -- the compiled part -------------------------------------------------------
+
+    def _meta_update(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """One meta-update on the tasks of seed (seed, step); returns (loss, inner loss)."""
+        batch, _ = self.tasks.sample(seed_for(self.seed, self.step), self.meta_batch_size)
+        with tf.GradientTape() as tape:
+            loss, metrics = self.learner.meta_loss(batch)
+        grads = tape.gradient(loss, self.variables)
+        if self.clip_value is not None:
+            grads = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
+        self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+        self.step.assign_add(1)
+        return loss, metrics.get("inner_loss_pre", tf.constant(0.0))
+
+    def _run_meta_updates(self, num_updates: tf.Tensor):
+        """Up to `num_updates` meta-updates; stops at the first non-finite meta-loss.
+
+        Returns:
+          (updates run, sum of meta-losses, sum of pre-update inner losses,
+          index of the first non-finite meta-loss or -1).
+        """
+
+        def keep_going(i, loss_sum, inner_sum, first_bad):
+            return tf.logical_and(i < num_updates, first_bad < 0)
+
+        def body(i, loss_sum, inner_sum, first_bad):
+            loss, inner = self._meta_update()
+            first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
+            return i + 1, loss_sum + loss, inner_sum + inner, first_bad
+
+        start = (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(-1))
+        return tf.while_loop(keep_going, body, start)
+
+    # -- the Python loop ---------------------------------------------------------
+
+    def restore(self) -> int:
+        """Restores the latest checkpoint, if any; returns the step it is at."""
+        if self.manager.latest_checkpoint:
+            self.manager.checkpoint.restore(self.manager.latest_checkpoint).assert_consumed()
+        return int(self.step.numpy())
+
+    def train(self) -> None:
+        """Meta-trains up to `num_steps` (resuming if a checkpoint exists)."""
+        step = self.restore()
+        writer = tf.summary.create_file_writer(self.model_dir)
+        with writer.as_default():
+            summaries.operative_config(self.model_dir, step)
+            bar = tqdm(
+                total=self.num_steps,
+                initial=step,
+                unit="step",
+                disable=not self.show_progress,
+                dynamic_ncols=True,
+            )
+            while step < self.num_steps and not bool(self.stopped_early.numpy()):
+                chunk = min(self.steps_per_call, self.eval_every - step % self.eval_every)
+                chunk = min(chunk, self.num_steps - step)
+                start_time = time.perf_counter()
+                ran, loss_sum, inner_sum, first_bad = self._train_chunk(tf.constant(chunk))
+                seconds = time.perf_counter() - start_time
+                if int(first_bad) >= 0:
+                    bar.close()
+                    raise NonFiniteLossError(self._non_finite_message(step + int(first_bad) + 1))
+                step += int(ran)
+                bar.update(int(ran))
+                mean_loss = float(loss_sum) / int(ran)
+                tf.summary.scalar("train/meta_loss", mean_loss, step=step)
+                tf.summary.scalar("train/inner_loss_pre", float(inner_sum) / int(ran), step=step)
+                tf.summary.scalar(
+                    "train/learning_rate", self.lr_schedule(self.optimizer.iterations), step=step
+                )
+                tf.summary.scalar("train/meta_updates_per_second", int(ran) / seconds, step=step)
+                postfix = {"meta_loss": f"{mean_loss:.4f}"}
+                if step % self.eval_every == 0 or step == self.num_steps:
+                    postfix["val_mse"] = f"{self._validate_and_checkpoint(step):.4f}"
+                bar.set_postfix(postfix, refresh=False)
+            bar.close()
+            summaries.operative_config(self.model_dir, step)
+        writer.flush()
+
+    def _validate_and_checkpoint(self, step: int) -> float:
+        result = self.validate(self.learner)
+        tf.summary.scalar("validation/mse", result.mean, step=step)
+        tf.summary.scalar("validation/inner_loss_pre", result.inner_loss_pre.mean(), step=step)
+        tf.summary.scalar("validation/inner_loss_post", result.inner_loss_post.mean(), step=step)
+        if result.mean < float(self.best_val.numpy()):
+            self.best_val.assign(result.mean)
+            self.best_step.assign(step)
+            self.evals_since_best.assign(0)
+            self.best_manager.save(checkpoint_number=step)
+        else:
+            self.evals_since_best.assign_add(1)
+            if self.patience is not None and int(self.evals_since_best.numpy()) >= self.patience:
+                self.stopped_early.assign(True)
+        if self.figure_every and step % self.figure_every == 0:
+            summaries.adapted_fits(self.learner, self.tasks, step)
+        self.manager.save(checkpoint_number=step)
+        return result.mean
+
+    def _non_finite_message(self, bad_step: int) -> str:
+        latest = self.manager.latest_checkpoint
+        kept = f"the last good checkpoint {latest} is kept" if latest else "no checkpoint yet"
+        return (
+            f"meta-loss is not finite (NaN or inf) at meta-update {bad_step}; training "
+            f"stopped and {kept}. Expected a finite loss: lower Trainer.learning_rate or "
+            f"the learner's inner_lr, or keep Trainer.clip_value set."
+        )
+
+    def restore_best(self) -> int:
+        """Loads the best weights (falling back to the latest); returns their step."""
+        path = self.best_manager.latest_checkpoint or self.manager.latest_checkpoint
+        if path is None:
+            raise FileNotFoundError(
+                f"no checkpoint in {self.model_dir}: expected {self.model_dir}/best or "
+                f"{self.model_dir}/checkpoints, as written by viable-train"
+            )
+        tf.train.Checkpoint(learner=self.learner).read(path).expect_partial()
+        return int(path.rsplit("-", 1)[-1])
