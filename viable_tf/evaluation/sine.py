@@ -114,6 +114,12 @@ def test_evaluator(
 ) -> SineEvaluator:
     """The test protocol: 1,000 tasks, K = `num_support` (default: the training K)."""
     k = tasks.num_support if num_support is None else num_support
+    if k > tasks.num_support:
+        raise ValueError(
+            f"num_support={k} is larger than the padded support size {tasks.num_support} "
+            f"(NUM_SUPPORT) of this run; expected K <= {tasks.num_support}, or raise the "
+            f"bound with --gin_param=NUM_SUPPORT={k}"
+        )
     return SineEvaluator(tasks, num_tasks=num_tasks, num_support=k, seed=seed)
 
 

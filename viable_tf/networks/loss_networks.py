@@ -51,14 +51,21 @@ class _LossNetwork(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
-        self._hidden = [
-            keras.layers.Dense(units, activation=self.activation, name=f"hidden_{i}")
-            for i, units in enumerate(self.hidden_units[1:], 1)
-        ]
+        # Attributes, not a list, so that tf.train.Checkpoint tracks them.
+        for i, units in enumerate(self.hidden_units[1:], 1):
+            setattr(
+                self,
+                f"hidden_{i}",
+                keras.layers.Dense(units, activation=self.activation, name=f"hidden_{i}"),
+            )
         # No bias: it would get no meta-gradient (see module docstring).
         self._output = keras.layers.Dense(
             1, activation=self.output_activation, use_bias=False, name="output"
         )
+
+    @property
+    def _hidden(self) -> list[keras.layers.Dense]:
+        return [getattr(self, f"hidden_{i}") for i in range(1, len(self.hidden_units))]
 
     def _build_tail(self, first_units: int) -> None:
         width = first_units
@@ -109,6 +116,8 @@ class SimpleLossNetwork(_LossNetwork):
         self._first = keras.layers.Dense(self.hidden_units[0], name="hidden_0")
 
     def build(self, input_shape) -> None:
+        if self.built:
+            return
         feature_dim = input_shape[-1]
         self._first.build((None, feature_dim))
         self._build_tail(self.hidden_units[0])
@@ -152,6 +161,8 @@ class RelationLossNetwork(_LossNetwork):
         )
 
     def build(self, input_shape) -> None:
+        if self.built:
+            return
         feature_dim = input_shape[-1]
         units = self.hidden_units[0]
         # The halves of one [2F, H] kernel; Glorot limits use the pair's fan-in 2F.

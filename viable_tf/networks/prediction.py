@@ -79,33 +79,33 @@ class PredictionNetwork(keras.layers.Layer):
             return
         widths = (*self.hidden_units, self.output_dim)
         first = widths[0]
-        self._params = [
-            self.add_weight(
-                shape=(self.input_dim, first), initializer=self._fan_in_init(), name="kernel_x"
-            )
-        ]
+        # Each weight is an attribute (not a list item) so that tf.train.Checkpoint
+        # tracks it; `_param_names` keeps forward()'s order.
+        self._param_names = ["kernel_x"]
+        self.kernel_x = self.add_weight(
+            shape=(self.input_dim, first), initializer=self._fan_in_init(), name="kernel_x"
+        )
         if self.context_dim:
-            self._params.append(
-                self.add_weight(
-                    shape=(self.context_dim, first),
-                    initializer=self._fan_in_init(),
-                    name="kernel_context",
-                )
+            self._param_names.append("kernel_context")
+            self.kernel_context = self.add_weight(
+                shape=(self.context_dim, first),
+                initializer=self._fan_in_init(),
+                name="kernel_context",
             )
-        self._params.append(
-            self.add_weight(shape=(first,), initializer=self.bias_initializer, name="bias_0")
+        self._param_names.append("bias_0")
+        self.bias_0 = self.add_weight(
+            shape=(first,), initializer=self.bias_initializer, name="bias_0"
         )
         for i, (fan_in, fan_out) in enumerate(itertools.pairwise(widths), 1):
-            self._params += [
-                self.add_weight(
-                    shape=(fan_in, fan_out),
-                    initializer=self.kernel_initializer,
-                    name=f"kernel_{i}",
-                ),
-                self.add_weight(
-                    shape=(fan_out,), initializer=self.bias_initializer, name=f"bias_{i}"
-                ),
-            ]
+            self._param_names += [f"kernel_{i}", f"bias_{i}"]
+            kernel = self.add_weight(
+                shape=(fan_in, fan_out), initializer=self.kernel_initializer, name=f"kernel_{i}"
+            )
+            bias = self.add_weight(
+                shape=(fan_out,), initializer=self.bias_initializer, name=f"bias_{i}"
+            )
+            setattr(self, f"kernel_{i}", kernel)
+            setattr(self, f"bias_{i}", bias)
         self.built = True
 
     def _fan_in_init(self):
@@ -122,11 +122,11 @@ class PredictionNetwork(keras.layers.Layer):
     @property
     def params(self) -> list:
         """The weights theta, in `forward`'s order."""
-        return list(self._params)
+        return [getattr(self, name) for name in self._param_names]
 
     def call(self, x: tf.Tensor, context: tf.Tensor | None = None) -> tf.Tensor:
         """x [B, P, D], context [B, C] -> y_hat [B, P, Y]."""
-        return self.forward(self._params, x, context)
+        return self.forward(self.params, x, context)
 
     def forward(self, params: Sequence[tf.Tensor], x: tf.Tensor, context=None) -> tf.Tensor:
         """The network with weights `params`, each shared or with a leading task axis B.

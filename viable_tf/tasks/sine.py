@@ -66,7 +66,8 @@ class SineTasks:
             raise ValueError(f"num_support must be >= 0, got {num_support}")
         if not 0 <= min_support <= num_support:
             raise ValueError(
-                f"min_support must be in [0, num_support={num_support}], got {min_support}"
+                f"min_support={min_support} is outside [0, num_support={num_support}]: K is "
+                f"drawn from [min_support, num_support] and num_support is the padded size"
             )
         if num_query < 1:
             raise ValueError(f"num_query must be >= 1, got {num_query}")

@@ -1,0 +1,178 @@
+"""The contract every learner meets: one test suite over CAVIA, MAML, simVIABLE, relVIABLE."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from viable_tf.learners import CAVIA, MAML, VIABLE
+from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.tasks import SineTasks, TaskBatch, seed_for
+
+LEARNERS = {
+    "cavia": lambda **kw: CAVIA(input_dim=1, output_dim=1, **kw),
+    "maml": lambda **kw: MAML(input_dim=1, output_dim=1, **kw),
+    "simviable": lambda **kw: VIABLE(
+        input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, **kw
+    ),
+    "relviable": lambda **kw: VIABLE(
+        input_dim=1, output_dim=1, loss_network=RelationLossNetwork, **kw
+    ),
+}
+
+
+@pytest.fixture(params=sorted(LEARNERS))
+def make_learner(request):
+    return LEARNERS[request.param]
+
+
+def _batch(num_tasks=6, num_support=10, min_support=None, step=0):
+    tasks = SineTasks(num_support=num_support, min_support=min_support)
+    return tasks.sample(seed_for(0, step), num_tasks)[0]
+
+
+def test_method_names():
+    assert [LEARNERS[name]().method_name for name in sorted(LEARNERS)] == sorted(LEARNERS)
+
+
+def test_shapes(make_learner):
+    learner = make_learner()
+    batch = _batch()
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    assert all(s.shape[0] == 6 for s in state)
+    assert learner.predict(state, batch.query_x).shape == (6, 10, 1)
+    loss, metrics = learner.meta_loss(batch)
+    assert loss.shape == () and np.isfinite(loss)
+    assert np.isfinite(metrics["inner_loss_pre"])
+
+
+def test_adaptation_changes_predictions_and_k0_does_not(make_learner):
+    learner = make_learner()
+    batch = _batch()
+    unadapted = learner.predict(learner.initial_state(6), batch.query_x)
+    adapted = learner.predict(
+        learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
+    )
+    assert not np.allclose(adapted, unadapted)
+    no_support = tf.zeros_like(batch.support_mask)  # K = 0 for every task
+    state = learner.adapt(batch.support_x, batch.support_y, no_support)
+    np.testing.assert_allclose(learner.predict(state, batch.query_x), unadapted, atol=1e-6)
+
+
+def test_padded_points_change_nothing(make_learner):
+    learner = make_learner()
+    batch = _batch(num_support=20, min_support=0)
+    mask = batch.support_mask
+    garbage_x = tf.where(mask[..., None], batch.support_x, 1e6)
+    garbage_y = tf.where(mask[..., None], batch.support_y, -1e6)
+    clean = learner.meta_loss(batch)[0]
+    dirty = learner.meta_loss(batch._replace(support_x=garbage_x, support_y=garbage_y))[0]
+    np.testing.assert_allclose(dirty, clean, rtol=1e-6)
+    # ... and a padded batch equals the same tasks without padding.
+    k = int(tf.reduce_sum(tf.cast(mask[0], tf.int32)))
+    first = TaskBatch(
+        batch.support_x[:1, :k],
+        batch.support_y[:1, :k],
+        mask[:1, :k],
+        batch.query_x[:1],
+        batch.query_y[:1],
+    )
+    padded = TaskBatch(*(t[:1] for t in batch))
+    np.testing.assert_allclose(learner.meta_loss(first)[0], learner.meta_loss(padded)[0], rtol=1e-5)
+
+
+def _meta_gradients(learner, batch):
+    with tf.GradientTape() as tape:
+        loss, _ = learner.meta_loss(batch)
+    variables = learner.trainable_variables
+    return dict(zip([v.path for v in variables], tape.gradient(loss, variables), strict=True))
+
+
+def test_every_weight_gets_a_meta_gradient(make_learner):
+    """theta, and psi's kernels for VIABLE, all get non-zero meta-gradients.
+
+    With ReLU hidden units the loss network's biases get exactly zero: d Lhat/d phi
+    depends on a bias only through which units are on (ReLU'' = 0), a piecewise
+    constant. See `test_smooth_loss_network_learns_its_biases_too`.
+    """
+    learner = make_learner()
+    expected = len(learner.network.params)
+    if isinstance(learner, VIABLE):
+        expected += len(learner.loss_network.trainable_variables)
+    assert len(learner.trainable_variables) == expected
+    for path, grad in _meta_gradients(learner, _batch(num_tasks=10)).items():
+        assert grad is not None, path
+        if path.startswith("prediction_network") or "kernel" in path:
+            assert np.any(grad.numpy() != 0), path
+        else:  # a ReLU loss network's bias
+            assert np.all(grad.numpy() == 0), path
+
+
+@pytest.mark.parametrize("loss_network", [SimpleLossNetwork, RelationLossNetwork])
+def test_smooth_loss_network_learns_its_biases_too(loss_network):
+    learner = VIABLE(
+        input_dim=1,
+        output_dim=1,
+        loss_network=lambda: loss_network(activation="softplus"),
+    )
+    for path, grad in _meta_gradients(learner, _batch(num_tasks=10)).items():
+        assert np.any(grad.numpy() != 0), path
+
+
+def test_loss_network_learns_only_through_second_order_path():
+    """psi reaches the query loss only through the inner update's gradient."""
+    learner = LEARNERS["relviable"](first_order=True)
+    with tf.GradientTape() as tape:
+        loss, _ = learner.meta_loss(_batch())
+    grads = tape.gradient(loss, learner.loss_network.trainable_variables)
+    assert all(g is None for g in grads)
+
+
+def test_task_data_are_constants_of_the_meta_update():
+    """Sampling creates and reads no variables; the meta-gradient goes to theta and psi."""
+    tasks = SineTasks()
+    learner = LEARNERS["relviable"]()
+    with tf.GradientTape() as tape:
+        batch, _ = tasks.sample(seed_for(0, 0), 4)
+        assert not tape.watched_variables()
+        loss, _ = learner.meta_loss(batch)
+    watched = sorted(v.name for v in tape.watched_variables())
+    assert watched == sorted(v.value.name for v in learner.trainable_variables)
+    assert tape.gradient(loss, batch.support_y) is None  # data are not differentiated
+
+
+def test_overfits_one_fixed_batch(make_learner):
+    learner = make_learner()
+    batch = _batch(num_tasks=5)
+    optimizer = keras.optimizers.Adam(5e-3)
+    variables = learner.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function
+    def train(num_steps):
+        for _ in tf.range(num_steps):
+            with tf.GradientTape() as tape:
+                loss, _ = learner.meta_loss(batch)
+            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        return learner.meta_loss(batch)[0]
+
+    initial = float(learner.meta_loss(batch)[0])
+    final = float(train(tf.constant(500)))
+    assert final < 0.1 * initial, (initial, final)
+
+
+def test_multiple_inner_steps_and_validation():
+    learner = LEARNERS["cavia"](num_inner_steps=3, inner_lr=0.1)
+    batch = _batch()
+    _, losses = learner.adapt(
+        batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
+    )
+    assert losses.shape == (3, 6)
+    # Small steps on the true loss: the support loss goes down step after step.
+    assert np.all(np.diff(losses.numpy().mean(axis=1)) < 0)
+    with pytest.raises(ValueError, match="inner_lr must be > 0"):
+        LEARNERS["cavia"](inner_lr=0.0)
+    with pytest.raises(ValueError, match="context_dim >= 1"):
+        LEARNERS["cavia"](context_dim=0)
+    with pytest.raises(ValueError, match="unknown task_loss 'mae'"):
+        LEARNERS["maml"](task_loss="mae")

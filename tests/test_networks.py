@@ -1,0 +1,122 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
+
+
+def _numpy_mlp(x, kernels, biases):
+    h = x
+    for i, (kernel, bias) in enumerate(zip(kernels, biases, strict=True)):
+        h = h @ kernel + bias
+        if i < len(kernels) - 1:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def test_prediction_network_equals_mlp_on_concatenated_input_and_context():
+    net = PredictionNetwork(input_dim=2, output_dim=3, context_dim=4, hidden_units=(8, 6))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 7, 2)).astype(np.float32)  # [B, P, D]
+    context = rng.normal(size=(5, 4)).astype(np.float32)  # [B, C]
+    w = [p.numpy() for p in net.params]
+    first = np.concatenate([w[0], w[1]], axis=0)  # [D + C, H]
+    inputs = np.concatenate([x, np.repeat(context[:, None], 7, axis=1)], axis=-1)
+    expected = _numpy_mlp(inputs, [first, w[3], w[5]], [w[2], w[4], w[6]])
+    np.testing.assert_allclose(net(x, context), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_forward_with_per_task_weights_matches_shared_weights():
+    net = PredictionNetwork(input_dim=1, output_dim=1, context_dim=2)
+    x = tf.random.normal([3, 4, 1])
+    context = tf.random.normal([3, 2])
+    tiled = [tf.repeat(p[None], 3, axis=0) for p in net.params]
+    np.testing.assert_allclose(net.forward(tiled, x, context), net(x, context), atol=1e-6)
+
+
+def test_prediction_network_without_context():
+    net = PredictionNetwork(input_dim=1, output_dim=1, context_dim=0)
+    assert [p.name for p in net.params][:2] == ["kernel_x", "bias_0"]
+    assert net(tf.zeros([2, 3, 1])).shape == (2, 3, 1)
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        lambda: PredictionNetwork(input_dim=1, output_dim=2, context_dim=3, hidden_units=(5,)),
+        lambda: SimpleLossNetwork(hidden_units=(4, 3), output_activation="softplus"),
+        lambda: RelationLossNetwork(hidden_units=(4, 3, 2)),
+    ],
+)
+def test_networks_serialize_and_deserialize(layer):
+    original = layer()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(original))
+    assert type(restored) is type(original)
+    assert restored.get_config() == original.get_config()
+
+
+def test_relation_first_layer_decomposition_equals_naive_pairs():
+    net = RelationLossNetwork(hidden_units=(16, 8))
+    net.build((None, None, 5))
+    features = tf.random.normal([3, 6, 5])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(features)
+        fast = net.pair_losses(features)
+        naive = net.naive_pair_losses(features)
+    np.testing.assert_allclose(fast, naive, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        tape.gradient(fast, features), tape.gradient(naive, features), rtol=1e-4, atol=1e-5
+    )
+    # And against NumPy: pair (j, k) sees [f_j; f_k].
+    f = features.numpy()
+    w_a, w_b, b = net.kernel_first.numpy(), net.kernel_second.numpy(), net.bias.numpy()
+    pair = np.concatenate([f[0, 2], f[0, 4]])
+    hidden = np.maximum(pair @ np.concatenate([w_a, w_b]) + b, 0)
+    hidden = np.maximum(hidden @ net.hidden_1.kernel.numpy() + net.hidden_1.bias.numpy(), 0)
+    expected = hidden @ net._output.kernel.numpy()
+    np.testing.assert_allclose(fast[0, 2, 4], expected[0], rtol=1e-5)
+
+
+def test_relation_loss_uses_only_real_pairs():
+    net = RelationLossNetwork(hidden_units=(8,))
+    net.build((None, None, 3))
+    features = tf.random.normal([2, 5, 3])
+    mask = tf.constant([[True, True, True, False, False], [True] * 5])
+    pairs = net.pair_losses(features).numpy()
+    np.testing.assert_allclose(
+        net(features, mask), [pairs[0, :3, :3].mean(), pairs[1].mean()], rtol=1e-5
+    )
+    # Garbage in padded points changes nothing.
+    garbage = tf.tensor_scatter_nd_update(features, [[0, 3], [0, 4]], tf.fill([2, 3], 1e30))
+    np.testing.assert_allclose(net(garbage, mask), net(features, mask), rtol=1e-6)
+
+
+def test_simple_loss_uses_only_real_points():
+    net = SimpleLossNetwork(hidden_units=(8, 8))
+    net.build((None, None, 3))
+    features = tf.random.normal([2, 4, 3])
+    mask = tf.constant([[True, False, True, False], [False, False, False, False]])
+    points = net.point_losses(features).numpy()
+    np.testing.assert_allclose(net(features, mask), [points[0, [0, 2]].mean(), 0.0], rtol=1e-5)
+
+
+def test_loss_networks_have_no_output_bias():
+    for net in (SimpleLossNetwork(), RelationLossNetwork()):
+        net.build((None, None, 4))
+        assert not net._output.use_bias
+        assert all("output/bias" not in v.path for v in net.weights)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: PredictionNetwork(input_dim=0, output_dim=1, context_dim=1), "input_dim"),
+        (lambda: PredictionNetwork(input_dim=1, output_dim=1, context_dim=-1), "context_dim"),
+        (lambda: SimpleLossNetwork(hidden_units=()), "hidden_units"),
+        (lambda: RelationLossNetwork(hidden_units=(0,)), "hidden_units"),
+    ],
+)
+def test_bad_constructor_arguments(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

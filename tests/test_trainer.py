@@ -1,0 +1,161 @@
+"""Meta-training: exact resume after a kill, non-finite losses, early stopping."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from viable_tf.learners import CAVIA, VIABLE
+from viable_tf.networks import RelationLossNetwork
+from viable_tf.tasks import SineTasks
+from viable_tf.training import NonFiniteLossError, Trainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _trainer(model_dir, **kwargs):
+    defaults = {
+        "tasks": SineTasks(),
+        "learner": CAVIA,
+        "num_steps": 200,
+        "eval_every": 100,
+        "steps_per_call": 50,
+        "figure_every": 0,
+        "show_progress": False,
+    }
+    return Trainer(model_dir=str(model_dir), **{**defaults, **kwargs})
+
+
+def _checkpoint_values(path):
+    reader = tf.train.load_checkpoint(path)
+    return {
+        name: reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }
+
+
+def test_checkpoint_holds_every_weight_and_optimizer_slot(tmp_path):
+    trainer = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw))
+    trainer.train()
+    values = _checkpoint_values(trainer.manager.latest_checkpoint)
+    # theta, psi, two Adam moments each, iterations, learning rate; step + 4 early-stopping.
+    assert len(values) == 3 * len(trainer.variables) + 2 + 5
+    fresh = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw), seed=123)
+    assert fresh.restore() == 200
+    for a, b in zip(fresh.learner.trainable_variables, trainer.variables, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(fresh.optimizer.iterations.numpy()) == 200
+
+
+def _train_command(model_dir):
+    return [
+        sys.executable,
+        "-m",
+        "viable_tf.cli.train",
+        "--gin_file=gin/sine/relviable.gin",
+        "--gin_param=NUM_STEPS=1200",
+        "--gin_param=Trainer.eval_every=100",
+        "--gin_param=Trainer.steps_per_call=5",
+        "--gin_param=Trainer.figure_every=300",
+        "--gin_param=Trainer.show_progress=False",
+        "--gin_param=test_evaluator.num_tasks=100",
+        f"--model_dir={model_dir}",
+    ]
+
+
+def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    subprocess.run(_train_command(straight), cwd=REPO, env=env, check=True, capture_output=True)
+
+    process = subprocess.Popen(
+        _train_command(killed),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while not (killed / "checkpoints" / "ckpt-300.index").exists():
+        assert process.poll() is None and time.time() < deadline, "run ended before the kill"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)  # mid-run: between checkpoints
+    process.wait()
+    latest = tf.train.latest_checkpoint(str(killed / "checkpoints"))
+    assert latest is not None and int(latest.rsplit("-", 1)[1]) < 1200
+    assert not (killed / "results.json").exists()
+
+    subprocess.run(_train_command(killed), cwd=REPO, env=env, check=True, capture_output=True)
+
+    final_straight = _checkpoint_values(str(straight / "checkpoints" / "ckpt-1200"))
+    final_killed = _checkpoint_values(str(killed / "checkpoints" / "ckpt-1200"))
+    assert final_straight.keys() == final_killed.keys()
+    for name, value in final_straight.items():
+        np.testing.assert_array_equal(final_killed[name], value, err_msg=name)
+    a = json.loads((straight / "results.json").read_text())
+    b = json.loads((killed / "results.json").read_text())
+    for key in ("mean", "ci95", "checkpoint_step", "best_validation_mse", "steps_trained"):
+        assert a[key] == b[key], key
+
+
+def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    good = _trainer(tmp_path, num_steps=100)
+    good.train()
+    saved = _checkpoint_values(good.manager.latest_checkpoint)
+
+    exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, clip_value=None)
+    with pytest.raises(NonFiniteLossError, match=r"at meta-update 10[1-9].*ckpt-100 is kept"):
+        exploding.train()
+    assert exploding.manager.latest_checkpoint.endswith("ckpt-100")
+    after = _checkpoint_values(exploding.manager.latest_checkpoint)
+    for name, value in saved.items():
+        np.testing.assert_array_equal(after[name], value)
+
+
+def test_early_stopping_keeps_the_best_checkpoint_and_stays_stopped(tmp_path):
+    # A learning rate this small changes nothing: no validation after the first improves.
+    trainer = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
+    trainer.train()
+    assert int(trainer.step.numpy()) == 300  # best at 100, no gain at 200 and 300
+    assert int(trainer.best_step.numpy()) == 100
+    assert trainer.restore_best() == 100
+    again = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
+    again.train()
+    assert int(again.step.numpy()) == 300
+
+
+def test_summaries_and_operative_config_are_written(tmp_path):
+    trainer = _trainer(
+        tmp_path, learner=lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw)
+    )
+    trainer.figure_every = 100
+    trainer.train()
+    tags = set()
+    for name in os.listdir(tmp_path):
+        if name.startswith("events"):
+            for event in tf.compat.v1.train.summary_iterator(str(tmp_path / name)):
+                tags.update(v.tag for v in event.summary.value)
+    assert {
+        "train/meta_loss",
+        "train/inner_loss_pre",
+        "train/learning_rate",
+        "validation/mse",
+        "validation/inner_loss_pre",
+        "validation/inner_loss_post",
+        "adapted_fits",
+        "operative_config",
+    } <= tags
+    assert (tmp_path / "operative_config.gin").exists()
+
+
+def test_learning_rate_schedule_is_staircase_decay():
+    trainer = _trainer("/tmp/unused-viable-schedule")
+    rates = [float(trainer.lr_schedule(step)) for step in (0, 4999, 5000, 10000)]
+    np.testing.assert_allclose(rates, [1e-3, 1e-3, 9e-4, 8.1e-4], rtol=1e-6)
