@@ -69,7 +69,7 @@ def parse_gin(files: Sequence[str], params: Sequence[str]) -> None:
             gin.parse_config(param)
     except UsageError:
         raise
-    except (ValueError, KeyError, SyntaxError, TypeError, OSError) as error:
+    except Exception as error:  # any failure to parse is a bad config (tokenize errors too)
         raise UsageError(f"bad gin configuration: {_first_line(error)}") from None
     finally:
         logging.disable(logging.NOTSET)

@@ -1,0 +1,75 @@
+"""Meta-updates per second of each learner on sine, on this machine.
+
+    .venv/bin/python benchmarks/meta_updates_per_second.py [--steps 3000] [--repeats 3]
+
+Setting of the issue: B = 25 tasks, K = Q = 10, C = 5, one inner step, second
+order; the trainer's own compiled step function (a chunk of meta-updates per
+call, Adam, clipping), so the figure is what training gets. Prints a Markdown
+table; the best of `repeats` timed chunks is reported, after a warm-up chunk
+that also compiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf
+
+from viable_tf.learners import CAVIA, MAML, VIABLE
+from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.tasks import SineTasks
+from viable_tf.training import Trainer
+
+LEARNERS = {
+    "CAVIA": lambda **kw: CAVIA(context_dim=5, **kw),
+    "simVIABLE": lambda **kw: VIABLE(context_dim=5, loss_network=SimpleLossNetwork, **kw),
+    "relVIABLE": lambda **kw: VIABLE(context_dim=5, loss_network=RelationLossNetwork, **kw),
+    "MAML": lambda **kw: MAML(context_dim=0, inner_lr=0.1, **kw),
+}
+
+
+def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> float:
+    with tempfile.TemporaryDirectory() as model_dir:
+        trainer = Trainer(
+            model_dir=model_dir,
+            tasks=SineTasks(num_support=10, num_query=10),
+            learner=make_learner,
+            meta_batch_size=25,
+            jit_compile=jit_compile,
+            show_progress=False,
+        )
+        trainer._train_chunk(tf.constant(100))  # compile and warm up
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            ran = trainer._train_chunk(tf.constant(steps))[0]
+            int(ran)  # wait for the result
+            best = min(best, time.perf_counter() - start)
+        return steps / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=3000, help="meta-updates per timed chunk")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
+        f"B=25, K=Q=10, C=5, 1 inner step, second order\n"
+    )
+    print("| learner | meta-updates/s (XLA) | meta-updates/s (no XLA) |")
+    print("|---|---:|---:|")
+    for name, make in LEARNERS.items():
+        xla = measure(make, steps=args.steps, repeats=args.repeats, jit_compile=True)
+        plain = measure(make, steps=args.steps, repeats=args.repeats, jit_compile=False)
+        print(f"| {name} | {xla:,.0f} | {plain:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

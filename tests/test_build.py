@@ -1,0 +1,70 @@
+"""BUILD declares a target for every module and test file of the tree."""
+
+import glob
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _targets():
+    """Evaluates BUILD (Starlark here is a subset of Python) with recording stubs."""
+    targets = []
+
+    def rule(kind):
+        def record(**kwargs):
+            targets.append((kind, kwargs))
+
+        return record
+
+    namespace = {
+        "load": lambda *args: None,
+        "package": lambda **kwargs: None,
+        "glob": lambda patterns: sorted(
+            path for p in patterns for path in glob.glob(os.path.join(REPO, p), recursive=True)
+        ),
+        "requirement": lambda name: f"@pypi//{name}",
+        "py_library": rule("py_library"),
+        "py_test": rule("py_test"),
+    }
+    with open(os.path.join(REPO, "BUILD")) as f:
+        exec(compile(f.read(), "BUILD", "exec"), namespace)
+    return targets
+
+
+def _sources(targets, kind):
+    return {src for k, t in targets if k == kind for src in t["srcs"]}
+
+
+def test_every_module_is_in_the_library():
+    modules = {
+        os.path.relpath(p, REPO)
+        for p in glob.glob(os.path.join(REPO, "viable_tf", "**", "*.py"), recursive=True)
+    }
+    listed = _sources(_targets(), "py_library")
+    assert not modules - listed, f"missing from BUILD: {sorted(modules - listed)}"
+    assert not {s for s in listed if s.startswith("viable_tf")} - modules, "stale BUILD entries"
+
+
+def test_every_test_file_has_a_py_test():
+    tests = {os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "tests", "test_*.py"))}
+    listed = _sources(_targets(), "py_test")
+    assert tests == listed, f"missing: {sorted(tests - listed)}, stale: {sorted(listed - tests)}"
+
+
+def test_requirements_of_the_library_are_pinned_in_the_lock():
+    with open(os.path.join(REPO, "requirements_lock.txt")) as f:
+        pinned = {line.split("==")[0].lower() for line in f if "==" in line}
+    (library,) = [t for k, t in _targets() if k == "py_library" and t["name"] == "viable_tf"]
+    for dep in library["deps"]:
+        assert dep.removeprefix("@pypi//").lower() in pinned, dep
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    with open(os.path.join(REPO, "README.md")) as f:
+        commands = [line.strip() for line in f.read().split("---")[0].splitlines()]
+    commands = [line for line in commands if line.startswith("python3.11 -m venv .venv")]
+    assert len(commands) == 2, "README must open with the main-job and test commands"
+    with open(os.path.join(REPO, ".ci", "run")) as f:
+        ci_lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    assert ci_lines[-1] == commands[1]
+    assert "viable-train" in commands[0] and "pytest" in commands[1]

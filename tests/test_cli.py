@@ -1,0 +1,151 @@
+"""The command-line tools: a real smoke run, and one clear line for each bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from viable_tf.cli import evaluate as eval_cli
+from viable_tf.cli import train as train_cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMOKE = [
+    "--gin_file=gin/sine/simviable.gin",
+    "--gin_file=gin/sine/quick.gin",
+    "--gin_param=NUM_STEPS=300",
+    "--gin_param=Trainer.eval_every=100",
+    "--gin_param=Trainer.figure_every=100",
+    "--gin_param=test_evaluator.num_tasks=200",
+]
+
+
+def _console_script(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """One real `viable-train` run through its console script."""
+    model_dir = tmp_path_factory.mktemp("run")
+    result = subprocess.run(
+        [_console_script("viable-train"), *SMOKE, f"--model_dir={model_dir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return model_dir, result
+
+
+def _run_main(module, argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        module.main()
+    return exit_info.value.code, capsys.readouterr()
+
+
+def test_train_writes_results_config_events_and_checkpoints(trained_run):
+    model_dir, result = trained_run
+    record = json.loads((model_dir / "results.json").read_text())
+    assert record["method"] == "simviable"
+    assert record["metric"] == "mse"
+    assert record["num_tasks"] == 200 and record["num_support"] == 10
+    assert record["mean"] > 0 and record["ci95"] > 0
+    assert record["steps_trained"] == 300
+    config = (model_dir / "operative_config.gin").read_text()
+    assert "Trainer.num_steps = %NUM_STEPS" in config and "NUM_STEPS = 300" in config
+    assert "test_evaluator.num_tasks = 200" in config
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(model_dir))
+    assert (model_dir / "best").is_dir() and (model_dir / "checkpoints").is_dir()
+    assert "tensorboard --logdir" in result.stdout
+    assert "test MSE" in result.stdout
+
+
+def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run):
+    model_dir, _ = trained_run
+    record = json.loads((model_dir / "results.json").read_text())
+    result = subprocess.run(
+        [_console_script("viable-eval"), f"--model_dir={model_dir}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    again = json.loads(result.stdout)
+    assert again["mean"] == record["mean"] and again["ci95"] == record["ci95"]
+    assert json.loads((model_dir / "eval_k10.json").read_text()) == again
+    result = subprocess.run(
+        [_console_script("viable-eval"), f"--model_dir={model_dir}", "--num_support=0"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    zero_shot = json.loads(result.stdout)
+    assert zero_shot["num_support"] == 0
+    assert zero_shot["mean"] > record["mean"]  # adapting on 10 points helps
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gin_file=gin/sine/nope.gin"], "gin file not found: gin/sine/nope.gin"),
+        ([], "no --gin_file given"),
+        (["--gin_file=gin/sine/cavia.gin", "--gin_param=NUM_STPES=3"], "unknown macro"),
+        (
+            ["--gin_file=gin/sine/cavia.gin", "--gin_param=Trainer.num_stepz=3"],
+            "doesn't have a parameter named 'num_stepz'",
+        ),
+        (["--gin_file=gin/sine/cavia.gin", "--gin_param=Trainr.seed=3"], "No configurable"),
+        (["--gin_file=gin/sine/cavia.gin", "--gin_param=Trainer.seed=("], "bad gin"),
+        (["--gin_file=gin/sine/cavia.gin", "--gin_param=MIN_SUPPORT=30"], "min_support=30"),
+        (["--gin_file=gin/sine/cavia.gin", "--gin_param=CAVIA.inner_lr=-1"], "inner_lr"),
+    ],
+)
+def test_train_bad_input_gets_one_clear_line(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code, out = _run_main(train_cli, [*argv, f"--model_dir={tmp_path}/run"], monkeypatch, capsys)
+    assert code == 2
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("viable-train: error: "), out.err
+    assert message in lines[0]
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+def test_eval_bad_input_gets_one_clear_line(trained_run, tmp_path, monkeypatch, capsys):
+    model_dir, _ = trained_run
+    cases = [
+        ([f"--model_dir={tmp_path}"], "is not a trained run"),
+        ([f"--model_dir={model_dir}", "--num_support=11"], "larger than the padded support"),
+        ([f"--model_dir={model_dir}", "--num_support=-1"], "--num_support must be >= 0"),
+    ]
+    (tmp_path / "operative_config.gin").write_text("")  # a config but no checkpoint
+    cases.append(([f"--model_dir={tmp_path}"], "no checkpoint in"))
+    os.remove(tmp_path / "operative_config.gin")
+    for argv, message in cases:
+        if message == "no checkpoint in":
+            config = (model_dir / "operative_config.gin").read_text()
+            (tmp_path / "operative_config.gin").write_text(config)
+        code, out = _run_main(eval_cli, argv, monkeypatch, capsys)
+        assert code == 2, argv
+        lines = out.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("viable-eval: error: "), out.err
+        assert message in lines[0]
+
+
+def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    argv = [
+        "--gin_file=gin/sine/cavia.gin",
+        "--gin_param=NUM_STEPS=50",
+        "--gin_param=Trainer.learning_rate=1e30",
+        "--gin_param=Trainer.clip_value=None",
+        "--gin_param=Trainer.show_progress=False",
+        f"--model_dir={tmp_path}",
+    ]
+    code, out = _run_main(train_cli, argv, monkeypatch, capsys)
+    assert code == 1
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and "not finite" in lines[0] and "at meta-update" in lines[0]
