@@ -1,8 +1,8 @@
 """viable-eval: re-evaluate a trained run's best checkpoint on the fixed test tasks.
 
-    viable-eval --model_dir=D [--num_support=K] [--gin_param=...]
+    viable-eval --model_dir=D [--num_support=K[,K...]] [--gin_param=...]
 
-Prints the results JSON and writes it to D/eval_k<K>.json.
+Prints the results JSON and writes it to D/eval_k<K>.json, for each K asked for.
 """
 
 from __future__ import annotations
@@ -11,40 +11,39 @@ import argparse
 import json
 import os
 
-from viable_tf.cli.common import UsageError, parse_gin, run_main
+from viable_tf.cli.common import UsageError, run_main
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-eval", description=__doc__.split("\n")[0])
     parser.add_argument("--model_dir", required=True, help="a directory written by viable-train")
-    parser.add_argument("--num_support", type=int, default=None, help="K to adapt on")
+    parser.add_argument(
+        "--num_support", default=None, help="K to adapt on, or several: 0,1,2 (default: trained K)"
+    )
     parser.add_argument("--gin_param", action="append", default=[], help="gin binding")
     return parser
 
 
 def _main() -> int:
     args = _parser().parse_args()
-    config = os.path.join(args.model_dir, "operative_config.gin")
-    if not os.path.isfile(config):
-        raise UsageError(
-            f"{args.model_dir} is not a trained run: expected {config}, written by viable-train"
-        )
-    if args.num_support is not None and args.num_support < 0:
-        raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
-    parse_gin([config], args.gin_param)
-    from viable_tf.training.experiment import evaluate_run, write_json
-    from viable_tf.training.trainer import Trainer
+    shots: list[int | None] = [None]
+    if args.num_support is not None:
+        try:
+            shots = [int(k) for k in args.num_support.split(",")]
+        except ValueError:
+            raise UsageError(
+                "--num_support must be an integer K or a list like 0,1,20; "
+                f"got {args.num_support!r}"
+            ) from None
+        if any(k < 0 for k in shots):
+            raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
+    from viable_tf.training.experiment import evaluate_run, load_run, write_json
 
-    trainer = Trainer(model_dir=args.model_dir, show_progress=False)
-    if not (trainer.best_manager.latest_checkpoint or trainer.manager.latest_checkpoint):
-        raise UsageError(
-            f"no checkpoint in {args.model_dir}: expected {args.model_dir}/best/ or "
-            f"{args.model_dir}/checkpoints/, written by viable-train"
-        )
-    record = evaluate_run(trainer, num_support=args.num_support)
-    path = os.path.join(args.model_dir, f"eval_k{record['num_support']}.json")
-    write_json(record, path)
-    print(json.dumps(record, indent=2))
+    trainer = load_run(args.model_dir, tuple(args.gin_param))
+    for k in shots:
+        record = evaluate_run(trainer, num_support=k)
+        write_json(record, os.path.join(args.model_dir, f"eval_k{record['num_support']}.json"))
+        print(json.dumps(record, indent=2))
     return 0
 
 

@@ -34,10 +34,34 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
 
 def evaluate_run(trainer: Trainer, *, num_support: int | None = None) -> dict:
     """Evaluates the best checkpoint of `trainer`'s run on the fixed test tasks."""
-    trainer.restore()
     best_step = trainer.restore_best()
     evaluation = test_evaluator(trainer.tasks, num_support=num_support)(trainer.learner)
     return results_dict(trainer, evaluation, best_step)
+
+
+def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> Trainer:
+    """Rebuilds a trained run from its operative config, with its best weights loaded.
+
+    Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is
+    not a run written by viable-train or holds no checkpoint.
+    """
+    from viable_tf.cli.common import parse_gin
+
+    config = os.path.join(model_dir, "operative_config.gin")
+    if not os.path.isfile(config):
+        raise FileNotFoundError(
+            f"{model_dir} is not a trained run: expected {config}, written by viable-train"
+        )
+    parse_gin([config], gin_params)
+    trainer = Trainer(model_dir=model_dir, show_progress=False)
+    if not (trainer.best_manager.latest_checkpoint or trainer.manager.latest_checkpoint):
+        raise FileNotFoundError(
+            f"no checkpoint in {model_dir}: expected {model_dir}/best/ or "
+            f"{model_dir}/checkpoints/, written by viable-train"
+        )
+    trainer.restore()  # step, best validation MSE, ...
+    trainer.restore_best()
+    return trainer
 
 
 def write_json(record: dict, path: str) -> None:

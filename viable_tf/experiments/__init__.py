@@ -1,0 +1,1 @@
+"""Experiment drivers that regenerate the paper's results."""

@@ -1,0 +1,126 @@
+"""The sine figures of the paper, drawn from trained runs (SPEC §4 (c) and (d))."""
+
+from __future__ import annotations
+
+import gin
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.evaluation.sine import test_evaluator
+from viable_tf.evaluation.statistics import mean_confidence_interval
+from viable_tf.tasks.sine import seed_for, sine_curve
+from viable_tf.training.experiment import load_run
+
+FIGURE_TASK_SEED = 4
+
+
+def adapted_from_four_points(*, cavia_dir: str, relviable_dir: str, path: str) -> None:
+    """(c): one task adapted from K = 4 points: truth, the points, CAVIA's and relVIABLE's fits."""
+    fits, labels = [], []
+    for label, model_dir in (("CAVIA", cavia_dir), ("relVIABLE", relviable_dir)):
+        trainer = load_run(model_dir)
+        tasks = trainer.tasks
+        grid = tasks.evaluation_grid(200)
+        batch, params = tasks.sample(
+            seed_for(FIGURE_TASK_SEED, 0), 1, num_support=4, query_x=grid
+        )  # the same task for both: the seed alone fixes it
+        learner = trainer.learner
+        state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        fits.append(learner.predict(state, batch.query_x).numpy()[0, :, 0])
+        labels.append(label)
+        gin.clear_config()
+    x = grid.numpy()
+    figure, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(x, sine_curve(params, batch.query_x).numpy()[0, :, 0], color="black", label="truth")
+    for fit, label, color in zip(fits, labels, ("tab:orange", "tab:red"), strict=True):
+        ax.plot(x, fit, color=color, label=f"{label}, adapted")
+    ax.scatter(
+        batch.support_x[0, :, 0],
+        batch.support_y[0, :, 0],
+        color="tab:blue",
+        zorder=3,
+        label="4 support points",
+    )
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title("One sine task adapted from K = 4 points (trained with K ~ U{0..20})")
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _support_losses(learner, batch):
+    """Per task [B]: inner loss and true support MSE, before and after adaptation."""
+    before = learner.initial_state(tf.shape(batch.support_x)[0])
+    after = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    args = (batch.support_x, batch.support_y, batch.support_mask)
+    return (
+        learner.inner_loss(before, *args),
+        learner.inner_loss(after, *args),
+        learner.support_loss(before, *args),
+        learner.support_loss(after, *args),
+    )
+
+
+def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
+    """(d): the inner loss and the true support MSE on the test tasks, before and after
+    the inner update, per method. Returns the numbers plotted."""
+    numbers = {}
+    for method, model_dir in model_dirs.items():
+        trainer = load_run(model_dir)
+        evaluator = test_evaluator(trainer.tasks)
+        num_tasks = evaluator.num_tasks
+        losses = tf.function(lambda batch, learner=trainer.learner: _support_losses(learner, batch))
+        parts = [[], [], [], []]
+        for index, start in enumerate(range(0, evaluator.num_tasks, evaluator.batch_size)):
+            size = min(evaluator.batch_size, evaluator.num_tasks - start)
+            for part, value in zip(parts, losses(evaluator.batch(index, size)[0]), strict=True):
+                part.append(value.numpy())
+        names = ("inner_loss_pre", "inner_loss_post", "support_mse_pre", "support_mse_post")
+        numbers[method] = {
+            name: mean_confidence_interval(np.concatenate(part))._asdict()
+            for name, part in zip(names, parts, strict=True)
+        }
+        gin.clear_config()
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    methods = list(numbers)
+    width = 0.38
+    positions = np.arange(len(methods))
+    for ax, (key, title) in zip(
+        axes,
+        (
+            ("inner_loss", "Inner loss (the loss each method descends)"),
+            ("support_mse", "True MSE on the support set"),
+        ),
+        strict=True,
+    ):
+        for offset, stage, color in (
+            (-width / 2, "pre", "tab:grey"),
+            (width / 2, "post", "tab:red"),
+        ):
+            means = [numbers[m][f"{key}_{stage}"]["mean"] for m in methods]
+            cis = [numbers[m][f"{key}_{stage}"]["ci95"] for m in methods]
+            ax.bar(
+                positions + offset,
+                means,
+                width,
+                yerr=cis,
+                color=color,
+                capsize=3,
+                label="before update" if stage == "pre" else "after update",
+            )
+        ax.set_xticks(positions, methods)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(title, fontsize="medium")
+        ax.legend(fontsize="small", loc="best")
+    figure.suptitle(f"{num_tasks:,} test tasks, K = 10, C = 5: before and after the inner update")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return numbers
