@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,18 +32,25 @@ def _targets():
     return targets
 
 
+def _normalise(name: str) -> str:
+    """A distribution name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _sources(targets, kind):
     return {src for k, t in targets if k == kind for src in t["srcs"]}
 
 
-def test_every_module_is_in_the_library():
+def test_every_module_is_in_a_library():
     modules = {
         os.path.relpath(p, REPO)
-        for p in glob.glob(os.path.join(REPO, "viable_tf", "**", "*.py"), recursive=True)
+        for package in ("viable_tf", "serving")
+        for p in glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True)
     }
     listed = _sources(_targets(), "py_library")
     assert not modules - listed, f"missing from BUILD: {sorted(modules - listed)}"
-    assert not {s for s in listed if s.startswith("viable_tf")} - modules, "stale BUILD entries"
+    stale = {s for s in listed if not s.startswith("tests/")} - modules
+    assert not stale, f"stale BUILD entries: {sorted(stale)}"
 
 
 def test_every_test_file_has_a_py_test():
@@ -53,10 +61,11 @@ def test_every_test_file_has_a_py_test():
 
 def test_requirements_of_the_library_are_pinned_in_the_lock():
     with open(os.path.join(REPO, "requirements_lock.txt")) as f:
-        pinned = {line.split("==")[0].lower() for line in f if "==" in line}
-    (library,) = [t for k, t in _targets() if k == "py_library" and t["name"] == "viable_tf"]
-    for dep in library["deps"]:
-        assert dep.removeprefix("@pypi//").lower() in pinned, dep
+        pinned = {_normalise(line.split("==")[0]) for line in f if "==" in line}
+    for _kind, target in _targets():
+        for dep in target.get("deps", []):
+            if dep.startswith("@pypi//"):
+                assert _normalise(dep.removeprefix("@pypi//")) in pinned, (target["name"], dep)
 
 
 def test_ci_runs_exactly_the_readme_test_command():

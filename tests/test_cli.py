@@ -149,3 +149,26 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, caps
     assert code == 1
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and "not finite" in lines[0] and "at meta-update" in lines[0]
+
+
+def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp_path):
+    model_dir, _ = trained_run
+    command = [
+        _console_script("viable-export"),
+        f"--model_dir={model_dir}",
+        f"--export_base={tmp_path}",
+    ]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for version in ("1", "2"):
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert f"{tmp_path}/{version}" in result.stdout
+    with open(tmp_path / "1" / "assets.extra" / "viable_model.json") as f:
+        description = json.load(f)
+    assert description["method"] == "simviable"
+    assert (
+        description["evaluation"]["mean"]
+        == json.loads((model_dir / "results.json").read_text())["mean"]
+    )
+    taken = subprocess.run([*command, "--version=1"], capture_output=True, text=True, env=env)
+    assert taken.returncode == 2 and "exists" in taken.stderr.strip().splitlines()[-1]

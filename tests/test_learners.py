@@ -176,3 +176,21 @@ def test_multiple_inner_steps_and_validation():
         LEARNERS["cavia"](context_dim=0)
     with pytest.raises(ValueError, match="unknown task_loss 'mae'"):
         LEARNERS["maml"](task_loss="mae")
+
+
+def test_feature_options_of_the_reproduction_study():
+    batch = _batch(num_tasks=3)
+    x, y = batch.support_x, batch.support_y
+    y_hat = y + 1.0
+    plain = LEARNERS["relviable"]()
+    scaled = LEARNERS["relviable"](input_scale=5.0)
+    no_loss = LEARNERS["relviable"](include_task_loss=False)
+    f = plain.point_features(x, y, y_hat).numpy()  # (L, y_hat, y, x)
+    np.testing.assert_allclose(f[..., 0], 1.0, rtol=1e-6)  # (y_hat - y)^2
+    np.testing.assert_allclose(
+        scaled.point_features(x, y, y_hat), f / [25.0, 5.0, 5.0, 5.0], rtol=1e-6
+    )
+    np.testing.assert_allclose(no_loss.point_features(x, y, y_hat), f[..., 1:], rtol=1e-6)
+    assert no_loss.loss_network.kernel_first.shape == (3, 32)
+    with pytest.raises(ValueError, match="input_scale must be > 0"):
+        LEARNERS["simviable"](input_scale=0.0)

@@ -39,6 +39,7 @@ def _main() -> int:
         "Next:\n"
         f"  .venv/bin/tensorboard --logdir {model_dir}\n"
         f"  .venv/bin/viable-eval --model_dir={model_dir} --num_support=4\n"
+        f"  .venv/bin/viable-export --model_dir={model_dir} --export_base=EXPORT_DIR\n"
         "  .venv/bin/viable-train --gin_file=gin/sine/relviable.gin "
         "--model_dir=runs/sine/relviable_full   # full length: 50,000 meta-updates"
     )

@@ -7,7 +7,8 @@
     K in {0, 1, 2, 3, 4, 20};
 (c) a figure of one task adapted from 4 points (truth, points, CAVIA and relVIABLE);
 (d) a figure of the pre- and post-update inner loss on test tasks;
-plus extra seeds of the C = 5, K = 10 comparison of CAVIA, simVIABLE and relVIABLE.
+plus extra seeds of the C = 5, K = 10 comparison of CAVIA, simVIABLE and relVIABLE,
+and variations of relVIABLE (VARIATIONS) for the reproduction study.
 
 Each training is one `viable-train` process; `--jobs` of them run at once, each
 with its share of the cores. A finished run (its results.json exists) is skipped and
@@ -35,6 +36,30 @@ METHODS_B = ("cavia", "simviable", "relviable")
 CONTEXT_DIMS = (1, 2, 3, 4, 5)
 EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
 LABELS = {"maml": "MAML", "cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE"}
+#: Variations of relVIABLE (C = 5, K = 10, seed 0) for the reproduction study: each
+#: changes one thing a careful reproducer would question. The faithful run is (a)'s C = 5.
+VARIATIONS = {
+    "no_x_in_pairs": ("pair features without x", ["RelationLossNetwork.include_inputs=False"]),
+    "no_task_loss_in_pairs": (
+        "pair features without L_T",
+        ["VIABLE.include_task_loss=False"],
+    ),
+    "softplus_output": (
+        "loss output through softplus (non-negative)",
+        ["RelationLossNetwork.output_activation='softplus'"],
+    ),
+    "softplus_hidden": (
+        "softplus hidden units (biases get meta-gradients)",
+        ["RelationLossNetwork.activation='softplus'"],
+    ),
+    "input_scale_5": (
+        "loss-network inputs scaled by 1/5 (L_T by 1/25)",
+        ["VIABLE.input_scale=5.0"],
+    ),
+    "no_clipping": ("no meta-gradient clipping", ["Trainer.clip_value=None"]),
+    "two_inner_steps": ("2 inner steps", ["VIABLE.num_inner_steps=2"]),
+    "double_length": ("100,000 meta-updates", ["NUM_STEPS=100000"]),
+}
 GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "gin")
 
 
@@ -57,6 +82,7 @@ def plan(
     seeds: tuple[int, ...],
     extra_params: list[str],
     context_dims: tuple[int, ...] = CONTEXT_DIMS,
+    investigate: bool = True,
 ) -> list[Run]:
     """All trainings of the reproduction, the slowest first."""
     common = [f"NUM_STEPS={num_steps}", *extra_params]
@@ -85,6 +111,10 @@ def plan(
                         [*common, f"SEED={seed}"],
                     )
                 )
+    if investigate:
+        for name, (_, params) in VARIATIONS.items():
+            # later bindings win: a variation may override NUM_STEPS
+            runs.append(Run(f"investigation/{name}", "sine/relviable.gin", [*common, *params]))
     order = {"relviable": 0, "simviable": 1, "maml": 2, "cavia": 3}
     return sorted(runs, key=lambda r: (not r.name.startswith("b_"), order[_method(r)]))
 
@@ -137,7 +167,7 @@ def _load(path: str) -> dict:
 
 def collect(runs: list[Run], work_dir: str) -> dict:
     """Gathers every result into one JSON-able dict."""
-    summary: dict = {"a_context": {}, "b_vark": {}, "seeds": {}}
+    summary: dict = {"a_context": {}, "b_vark": {}, "seeds": {}, "investigation": {}}
     for run in runs:
         model_dir = run.model_dir(work_dir)
         record = _load(os.path.join(model_dir, "results.json"))
@@ -168,6 +198,17 @@ def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...])
         lines.append(
             f"| {LABELS[method]} | " + " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B) + " |"
         )
+    if summary["investigation"]:
+        faithful = summary["a_context"]["relviable_c5"]
+        lines += ["", "### relVIABLE variations (C = 5, K = 10, seed 0)", ""]
+        lines.append("| variation | MSE | relative to the faithful run |")
+        lines.append("|---|---:|---:|")
+        lines.append(f"| faithful (table a, C = 5) | {_cell(faithful)} | 1.00 |")
+        for name, (description, _) in VARIATIONS.items():
+            record = summary["investigation"].get(name)
+            if record:
+                ratio = record["mean"] / faithful["mean"]
+                lines.append(f"| {description} | {_cell(record)} | {ratio:.2f} |")
     lines += ["", f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
     lines.append("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | std |")
     lines.append("|---|" + "---:|" * (len(seeds) + 2))
@@ -203,6 +244,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_steps", type=int, default=50_000, help="meta-updates per run")
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the C = 5, K = 10 comparison")
     parser.add_argument("--context_dims", default="1,2,3,4,5", help="C values of table (a)")
+    parser.add_argument(
+        "--no_investigate", action="store_true", help="skip the relVIABLE variations"
+    )
     parser.add_argument("--gin_param", action="append", default=[], help="extra binding, all runs")
     return parser
 
@@ -226,6 +270,7 @@ def _main() -> int:
         seeds=seeds,
         extra_params=args.gin_param,
         context_dims=context_dims,
+        investigate=not args.no_investigate,
     )
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()

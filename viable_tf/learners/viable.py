@@ -7,6 +7,11 @@ loss's gradient reaches phi through y_hat and through L_T(y_hat, y).
 Per-point features f_j (F numbers): (L_T(y_hat_j, y_j), y_hat_j, y_j), plus x_j
 when the loss network asks for inputs (the relation network does). For
 classification y_hat_j are the N logits and y_j the one-hot label.
+
+Two options exist for the reproduction study (docs/RESULTS.md), both off by
+default, which is the paper's method: `include_task_loss=False` drops L_T from
+f_j, and `input_scale=s` feeds x/s, y_hat/s, y/s and L_T/s^2 (s = 5 maps sine's
+ranges to about [-1, 1]).
 """
 
 from __future__ import annotations
@@ -27,13 +32,19 @@ class VIABLE(CAVIA):
     def __init__(
         self,
         *,
-        loss_network: Callable[[], SimpleLossNetwork | RelationLossNetwork] = (RelationLossNetwork),
+        loss_network: Callable[[], SimpleLossNetwork | RelationLossNetwork] = RelationLossNetwork,
+        include_task_loss: bool = True,
+        input_scale: float = 1.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if not input_scale > 0:
+            raise ValueError(f"input_scale must be > 0, got {input_scale}")
+        self.include_task_loss = include_task_loss
+        self.input_scale = float(input_scale)
         self.loss_network = loss_network()  # Lhat_psi
         label_dim = self.output_dim  # Y, or N for a one-hot label
-        feature_dim = 1 + self.output_dim + label_dim
+        feature_dim = int(include_task_loss) + self.output_dim + label_dim
         if self.loss_network.include_inputs:
             feature_dim += self.input_dim
         self.feature_dim = feature_dim  # F
@@ -50,9 +61,12 @@ class VIABLE(CAVIA):
         point_loss = self.task_loss(y_hat, y)  # [B, K]
         if self.task_loss_name == "cross_entropy":
             y = tf.one_hot(y, self.output_dim, dtype=y_hat.dtype)  # [B, K, N]
-        parts = [point_loss[..., None], y_hat, y]
+        scale = self.input_scale
+        parts = [y_hat / scale, y / scale] if scale != 1.0 else [y_hat, y]
+        if self.include_task_loss:
+            parts.insert(0, point_loss[..., None] / scale**2)
         if self.loss_network.include_inputs:
-            parts.append(x)
+            parts.append(x / scale if scale != 1.0 else x)
         return tf.concat(parts, axis=-1)  # [B, K, F]
 
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:

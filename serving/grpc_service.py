@@ -1,0 +1,126 @@
+"""gRPC: TF Serving's PredictionService and ModelService, on the official servicers."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+from google.protobuf import any_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+from serving.errors import ServingError
+from serving.service import InferenceService
+from serving.tensors import from_protos, to_proto
+
+
+def _version_and_label(model_spec) -> tuple[int | None, str | None]:
+    choice = model_spec.WhichOneof("version_choice")
+    if choice == "version":
+        return model_spec.version.value, None
+    if choice == "version_label":
+        return None, model_spec.version_label
+    return None, None
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Predict and GetModelMetadata; Classify, Regress and MultiInference are UNIMPLEMENTED."""
+
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+
+    async def Predict(self, request, context):  # noqa: N802 - gRPC method name
+        start = time.perf_counter()
+        name = request.model_spec.name
+        try:
+            version, label = _version_and_label(request.model_spec)
+            servable, signature, outputs = await self.service.predict(
+                name=name,
+                version=version,
+                label=label,
+                signature_name=request.model_spec.signature_name,
+                inputs=from_protos(request.inputs),
+                output_filter=request.output_filter,
+            )
+        except ServingError as error:
+            self.service.record(name, "predict", "GRPC", error.code.name, start)
+            await context.abort(error.code, error.message)
+        response = predict_pb2.PredictResponse()
+        response.model_spec.name = name
+        response.model_spec.version.value = servable.version
+        response.model_spec.signature_name = signature.name
+        for key, value in outputs.items():
+            response.outputs[key].CopyFrom(to_proto(value))
+        self.service.record(name, "predict", "GRPC", "OK", start)
+        return response
+
+    async def GetModelMetadata(self, request, context):  # noqa: N802
+        fields = list(request.metadata_field)
+        if fields != ["signature_def"]:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"metadata_field must be exactly ['signature_def'], got {fields}",
+            )
+        try:
+            version, label = _version_and_label(request.model_spec)
+            servable = self.service.manager.resolve(request.model_spec.name, version, label)
+        except ServingError as error:
+            await context.abort(error.code, error.message)
+        return metadata_response(servable)
+
+    async def Classify(self, request, context):  # noqa: N802
+        await _unimplemented(context, "Classify")
+
+    async def Regress(self, request, context):  # noqa: N802
+        await _unimplemented(context, "Regress")
+
+    async def MultiInference(self, request, context):  # noqa: N802
+        await _unimplemented(context, "MultiInference")
+
+
+def metadata_response(servable) -> get_model_metadata_pb2.GetModelMetadataResponse:
+    response = get_model_metadata_pb2.GetModelMetadataResponse()
+    response.model_spec.name = servable.name
+    response.model_spec.version.value = servable.version
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    for key, signature_def in servable.signature_defs.items():
+        if key.startswith("__"):  # internal signatures (e.g. __saved_model_init_op)
+            continue
+        signature_map.signature_def[key].CopyFrom(signature_def)
+    packed = any_pb2.Any()
+    packed.Pack(signature_map)
+    response.metadata["signature_def"].CopyFrom(packed)
+    return response
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    """GetModelStatus; HandleReloadConfigRequest is UNIMPLEMENTED (use --model_config_file)."""
+
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+
+    async def GetModelStatus(self, request, context):  # noqa: N802
+        try:
+            version, label = _version_and_label(request.model_spec)
+            statuses = self.service.manager.status(request.model_spec.name, version, label)
+        except ServingError as error:
+            await context.abort(error.code, error.message)
+        return get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
+
+    async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+        await _unimplemented(context, "HandleReloadConfigRequest")
+
+
+async def _unimplemented(context, method: str) -> None:
+    await context.abort(
+        grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented by viable-serve; use Predict"
+    )
+
+
+__all__ = ["ModelService", "PredictionService", "meta_graph_pb2", "metadata_response"]

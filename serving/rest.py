@@ -1,0 +1,146 @@
+"""REST: TF Serving's /v1/models API, and the Prometheus page, on aiohttp."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import grpc
+from aiohttp import web
+from google.protobuf import json_format
+from tensorflow_serving.apis import get_model_status_pb2
+
+from serving.errors import HTTP_STATUS, ServingError, invalid, not_found
+from serving.grpc_service import metadata_response
+from serving.metrics import Metrics
+from serving.service import InferenceService
+from serving.tensors import from_json, to_json
+
+PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)"
+    r"(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
+    r"(?:(?P<metadata>/metadata)|:(?P<verb>[A-Za-z]+))?$"
+)
+
+
+def _error(error: ServingError) -> web.Response:
+    return web.json_response({"error": error.message}, status=error.http_status)
+
+
+def _proto_json(message) -> dict:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+class RestApi:
+    """Routes of TF Serving's REST API over an InferenceService."""
+
+    def __init__(
+        self,
+        service: InferenceService,
+        *,
+        max_request_bytes: int,
+        metrics: Metrics | None,
+        metrics_path: str,
+    ) -> None:
+        self.service = service
+        self.max_request_bytes = max_request_bytes
+        self.metrics = metrics
+        self.metrics_path = metrics_path
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.max_request_bytes + 1)
+        if self.metrics is not None:
+            app.router.add_get(self.metrics_path, self.prometheus)
+        app.router.add_route("*", "/v1/{tail:.*}", self.dispatch)
+        return app
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.page(), content_type="text/plain")
+
+    async def dispatch(self, request: web.Request) -> web.Response:
+        match = PATH.match(request.path)
+        try:
+            if match is None:
+                raise invalid(
+                    f"Malformed request: {request.method} {request.path}; expected "
+                    "/v1/models/<name>[/versions/<v>|/labels/<l>][/metadata|:predict]"
+                )
+            version = match["version"]
+            if version is not None and not version.isdigit():
+                raise invalid(f"Malformed request: version must be an integer, got {version!r}")
+            version = int(version) if version is not None else None
+            name, label = match["name"], match["label"]
+            if match["verb"] is not None:
+                if request.method != "POST":
+                    raise invalid(f"Malformed request: {request.method} with :{match['verb']}")
+                if match["verb"] != "predict":
+                    raise ServingError(
+                        grpc.StatusCode.UNIMPLEMENTED,
+                        f":{match['verb']} is not implemented by viable-serve; use :predict",
+                    )
+                return await self.predict(request, name, version, label)
+            if request.method != "GET":
+                raise invalid(f"Malformed request: {request.method} {request.path}")
+            if match["metadata"]:
+                servable = self.service.manager.resolve(name, version, label)
+                return web.json_response(_proto_json(metadata_response(servable)))
+            statuses = self.service.manager.status(name, version, label)
+            response = get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
+            return web.json_response(
+                json_format.MessageToDict(
+                    response,
+                    preserving_proto_field_name=True,
+                    always_print_fields_with_no_presence=True,
+                )
+            )
+        except ServingError as error:
+            return _error(error)
+
+    async def predict(self, request: web.Request, name, version, label) -> web.Response:
+        start = time.perf_counter()
+        try:
+            body = await self._read_body(request)
+            try:
+                payload = json.loads(body)
+            except (ValueError, UnicodeDecodeError) as error:
+                raise invalid(f"JSON Parse error: {error}") from None
+            signature_name = "serving_default"
+            if isinstance(payload, dict) and "signature_name" in payload:
+                signature_name = payload["signature_name"]
+                if not isinstance(signature_name, str):
+                    raise invalid('"signature_name" must be a string')
+            servable = self.service.manager.resolve(name, version, label)
+            signature = self.service.signature(servable, signature_name)
+            inputs, style = from_json(payload, signature)
+            _, _, outputs = await self.service.predict(
+                name=name,
+                version=servable.version,
+                label=None,
+                signature_name=signature_name,
+                inputs=inputs,
+            )
+        except ServingError as error:
+            self.service.record(name, "predict", "REST", error.code.name, start)
+            return _error(error)
+        self.service.record(name, "predict", "REST", "OK", start)
+        return web.json_response(to_json(outputs, style))
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        too_big = ServingError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"request of more than {self.max_request_bytes} bytes is over the server's limit "
+            "(--max_request_bytes)",
+        )
+        if request.content_length is not None and request.content_length > self.max_request_bytes:
+            raise too_big  # refused before reading a byte of the body
+        chunks, size = [], 0
+        while chunk := await request.content.read(1 << 16):
+            size += len(chunk)
+            if size > self.max_request_bytes:
+                raise too_big  # a body without Content-Length: stop at the limit
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+__all__ = ["HTTP_STATUS", "RestApi", "not_found"]

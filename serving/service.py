@@ -1,0 +1,88 @@
+"""What the gRPC and REST front ends share: resolve, check, (batch,) run, filter."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import tensorflow as tf
+
+from serving.batching import Batcher, BatchingOptions
+from serving.errors import ServingError, invalid
+from serving.metrics import Metrics
+from serving.models import ModelManager, Servable, Signature
+from serving.tensors import Limits, check_inputs, check_output_filter
+
+
+class InferenceService:
+    """Runs predict requests against the manager's servables."""
+
+    def __init__(
+        self,
+        manager: ModelManager,
+        *,
+        limits: Limits,
+        batching: BatchingOptions | None,
+        metrics: Metrics | None,
+        num_threads: int = 4,
+    ) -> None:
+        self.manager = manager
+        self.limits = limits
+        self.metrics = metrics
+        self._executor = ThreadPoolExecutor(num_threads, thread_name_prefix="viable-serve")
+        self.batcher = Batcher(batching, self._run) if batching else None
+
+    def signature(self, servable: Servable, name: str) -> Signature:
+        signature = servable.signatures.get(name or "serving_default")
+        if signature is None:
+            raise ServingError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f'Serving signature key "{name}" not found. Signatures of {servable.name} '
+                f"version {servable.version}: {', '.join(sorted(servable.signatures))}",
+            )
+        return signature
+
+    async def predict(
+        self,
+        *,
+        name: str,
+        version: int | None,
+        label: str | None,
+        signature_name: str,
+        inputs: dict[str, np.ndarray],
+        output_filter=(),
+    ) -> tuple[Servable, Signature, dict[str, np.ndarray]]:
+        servable = self.manager.resolve(name, version, label)
+        signature = self.signature(servable, signature_name)
+        inputs = check_inputs(signature, inputs, self.limits)
+        wanted = check_output_filter(signature, output_filter)
+        if self.batcher is not None:
+            outputs = await self.batcher.submit(servable, signature, inputs)
+        else:
+            outputs = await self._run(servable, signature.name, inputs)
+        return servable, signature, {key: outputs[key] for key in wanted}
+
+    async def _run(self, servable: Servable, signature: str, inputs: dict[str, np.ndarray]):
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, servable.run, signature, inputs)
+        except tf.errors.InvalidArgumentError as error:
+            raise invalid(_first_line(error.message)) from None
+        except tf.errors.ResourceExhaustedError as error:
+            raise ServingError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, _first_line(error.message)
+            ) from None
+
+    def record(self, model: str, api: str, entrypoint: str, status: str, start: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe(model, api, entrypoint, status, time.perf_counter() - start)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "invalid argument"

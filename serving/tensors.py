@@ -1,0 +1,224 @@
+"""Request inputs: from gRPC TensorProtos or REST JSON to checked NumPy arrays, and back.
+
+Every check happens here, before anything reaches TensorFlow, and each failure
+names the input and says what was expected: missing, extra or misnamed inputs,
+wrong dtype, wrong rank or static dimension, tasks (B) or support points (K) that
+disagree between inputs, non-finite values, an empty batch, and K or Q above the
+server's bounds.
+
+Shape legend: B tasks, K support points, Q query points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
+
+from serving.errors import ServingError, invalid
+from serving.models import Signature
+
+SUPPORT_INPUTS = ("support_x", "support_y", "support_mask")  # share K on axis 1
+QUERY_INPUTS = ("query_x",)  # Q on axis 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a request must stay within."""
+
+    max_support: int = 1000  # K
+    max_query: int = 10_000  # Q
+    max_tasks: int = 10_000  # B
+
+
+def _describe(spec: tf.TensorSpec) -> str:
+    dims = ", ".join("?" if d is None else str(d) for d in spec.shape.as_list())
+    return f"{spec.dtype.name} [{dims}]"
+
+
+def check_inputs(
+    signature: Signature, inputs: dict[str, np.ndarray], limits: Limits
+) -> dict[str, np.ndarray]:
+    """Validates inputs against a signature (filling a default support_mask); returns them."""
+    expected = signature.inputs
+    if "support_mask" in expected and "support_mask" not in inputs and "support_x" in inputs:
+        inputs = {**inputs, "support_mask": np.ones(np.shape(inputs["support_x"])[:2], bool)}
+    missing = sorted(set(expected) - set(inputs))
+    extra = sorted(set(inputs) - set(expected))
+    if missing or extra:
+        wanted = ", ".join(f"{k}: {_describe(v)}" for k, v in sorted(expected.items()))
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra)}")
+        raise invalid(
+            f"inputs do not match signature '{signature.name}': {'; '.join(parts)}. "
+            f"Expected inputs: {wanted}"
+        )
+    batch_sizes = {}
+    for name, spec in expected.items():
+        value = inputs[name]
+        if value.dtype != spec.dtype.as_numpy_dtype:
+            raise invalid(
+                f"input {name}: expected dtype {spec.dtype.name}, "
+                f"got {tf.as_dtype(value.dtype).name}"
+            )
+        if not spec.shape.is_compatible_with(value.shape):
+            raise invalid(
+                f"input {name}: expected shape {_describe(spec)}, got "
+                f"[{', '.join(map(str, value.shape))}]"
+            )
+        if value.ndim:
+            batch_sizes[name] = value.shape[0]
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            raise invalid(f"input {name} contains NaN or Inf; expected finite values")
+    if len(set(batch_sizes.values())) > 1:
+        sizes = ", ".join(f"{k}: {v}" for k, v in sorted(batch_sizes.items()))
+        raise invalid(f"inputs disagree on the number of tasks B (axis 0): {sizes}")
+    batch = next(iter(batch_sizes.values()), 1)
+    if batch < 1:
+        raise invalid("empty request: expected at least one task (B >= 1)")
+    if batch > limits.max_tasks:
+        raise invalid(f"B = {batch} tasks exceeds the server's bound of {limits.max_tasks}")
+    support = {k: inputs[k].shape[1] for k in SUPPORT_INPUTS if k in inputs}
+    if len(set(support.values())) > 1:
+        sizes = ", ".join(f"{k}: {v}" for k, v in sorted(support.items()))
+        raise invalid(
+            f"support inputs disagree on the number of support points K (axis 1): {sizes}"
+        )
+    if support and max(support.values()) > limits.max_support:
+        raise invalid(
+            f"K = {max(support.values())} support points exceeds the server's bound of "
+            f"{limits.max_support} (--max_support)"
+        )
+    for name in QUERY_INPUTS:
+        if name in inputs and inputs[name].shape[1] > limits.max_query:
+            raise invalid(
+                f"Q = {inputs[name].shape[1]} query points exceeds the server's bound of "
+                f"{limits.max_query} (--max_query)"
+            )
+    return inputs
+
+
+# -- gRPC ---------------------------------------------------------------------------
+
+
+def from_protos(protos) -> dict[str, np.ndarray]:
+    """PredictRequest.inputs -> arrays; a malformed TensorProto is INVALID_ARGUMENT."""
+    arrays = {}
+    for name, proto in protos.items():
+        try:
+            arrays[name] = tf.make_ndarray(proto)
+        except Exception as error:
+            raise invalid(f"input {name}: cannot decode TensorProto: {error}") from None
+    return arrays
+
+
+def to_proto(value: np.ndarray) -> tensor_pb2.TensorProto:
+    return tf.make_tensor_proto(value)
+
+
+# -- REST ---------------------------------------------------------------------------
+
+
+def _json_array(name: str, value, spec: tf.TensorSpec) -> np.ndarray:
+    """A JSON value as an array of the signature's dtype (JSON numbers carry no dtype)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise invalid(f"input {name}: ragged nested lists; expected a rectangular array") from None
+    kind = array.dtype.kind
+    target = spec.dtype.as_numpy_dtype
+    if spec.dtype.is_floating and kind in "iuf":
+        return array.astype(target)
+    if spec.dtype.is_integer and kind in "iu":
+        return array.astype(target)
+    if spec.dtype == tf.bool and kind == "b":
+        return array
+    if array.size == 0 and kind == "f":
+        return array.astype(target)  # an empty list has no element type
+    got = {"b": "booleans", "U": "strings", "O": "mixed or nested values"}.get(
+        kind, array.dtype.name
+    )
+    raise invalid(f"input {name}: expected {spec.dtype.name} values, got {got}")
+
+
+def from_json(body: dict, signature: Signature) -> tuple[dict[str, np.ndarray], str]:
+    """A REST predict body -> (arrays, 'row' or 'columnar')."""
+    if not isinstance(body, dict):
+        raise invalid('request body must be a JSON object with "instances" or "inputs"')
+    keys = {"instances", "inputs"} & set(body)
+    if len(keys) != 1:
+        raise invalid(
+            'request body must have exactly one of "instances" (row) or "inputs" (columnar)'
+        )
+    unknown = set(body) - {"instances", "inputs", "signature_name"}
+    if unknown:
+        raise invalid(f"unknown fields in request body: {', '.join(sorted(unknown))}")
+    names = list(signature.inputs)
+    if "instances" in body:
+        instances = body["instances"]
+        if not isinstance(instances, list):
+            raise invalid('"instances" must be a list, one element per task')
+        if not instances:
+            raise invalid('"instances" is empty: expected at least one task')
+        if len(names) == 1 and not isinstance(instances[0], dict):
+            columns = {names[0]: instances}
+        else:
+            if not all(isinstance(instance, dict) for instance in instances):
+                raise invalid(f"each instance must be an object with the inputs {', '.join(names)}")
+            keys_seen = set().union(*instances)
+            for index, instance in enumerate(instances):
+                if set(instance) != keys_seen:
+                    raise invalid(
+                        f"instance {index} has inputs {sorted(instance)}; every instance must "
+                        f"name the same inputs ({sorted(keys_seen)})"
+                    )
+            columns = {key: [instance[key] for instance in instances] for key in keys_seen}
+        style = "row"
+    else:
+        inputs = body["inputs"]
+        if isinstance(inputs, dict):
+            columns = inputs
+        elif len(names) == 1:
+            columns = {names[0]: inputs}
+        else:
+            raise invalid(f'"inputs" must be an object with the inputs {", ".join(names)}')
+        style = "columnar"
+    arrays = {}
+    for name, value in columns.items():
+        spec = signature.inputs.get(name)
+        if spec is None:
+            continue  # reported as an unexpected input by check_inputs
+        arrays[name] = _json_array(name, value, spec)
+    arrays.update({k: np.asarray(v) for k, v in columns.items() if k not in signature.inputs})
+    return arrays, style
+
+
+def to_json(outputs: dict[str, np.ndarray], style: str) -> dict:
+    """Outputs -> TF Serving's REST response: "predictions" (row) or "outputs" (columnar)."""
+    if style == "row":
+        if len(outputs) == 1:
+            return {"predictions": next(iter(outputs.values())).tolist()}
+        lists = {key: value.tolist() for key, value in outputs.items()}
+        batch = len(next(iter(lists.values())))
+        return {"predictions": [{key: lists[key][i] for key in lists} for i in range(batch)]}
+    if len(outputs) == 1:
+        return {"outputs": next(iter(outputs.values())).tolist()}
+    return {"outputs": {key: value.tolist() for key, value in outputs.items()}}
+
+
+def check_output_filter(signature: Signature, output_filter) -> list[str]:
+    """The outputs a request asks for (all if none named)."""
+    names = list(output_filter)
+    unknown = [name for name in names if name not in signature.outputs]
+    if unknown:
+        raise ServingError(
+            invalid("").code,
+            f"output_filter names unknown outputs {', '.join(unknown)}; signature "
+            f"'{signature.name}' has: {', '.join(sorted(signature.outputs))}",
+        )
+    return names or list(signature.outputs)

@@ -1,0 +1,498 @@
+"""viable-serve over TF Serving's gRPC and REST protocols: answers, errors, versions, batching."""
+
+import concurrent.futures
+import json
+import math
+import os
+import shutil
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+import requests
+import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from serving_harness import RunningServer, model_config
+from tensorflow_serving.apis import classification_pb2, predict_pb2
+
+from serving.batching import BatchingOptions
+from serving.client import Client
+from serving.server import ServerOptions
+from serving.tensors import Limits
+from viable_tf.export import export_saved_model
+from viable_tf.learners import VIABLE
+
+MAX_BYTES = 300_000
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """An exported relVIABLE (version 1) and the learner it came from."""
+    learner = VIABLE(input_dim=1, output_dim=1)
+    base = str(tmp_path_factory.mktemp("models") / "viable")
+    export_saved_model(learner, base)
+    return learner, base
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    _, base = model
+    running = RunningServer(
+        ServerOptions(
+            models=[model_config("viable", base, stable=1)],
+            port=0,
+            rest_api_port=0,
+            metrics_path="/monitoring/prometheus/metrics",
+            limits=Limits(max_support=50, max_query=500, max_tasks=64),
+            max_request_bytes=MAX_BYTES,
+        )
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    client = Client(server.grpc_target)
+    yield client
+    client.close()
+
+
+def _tasks(b=2, k=10, q=7, seed=0):
+    rng = np.random.default_rng(seed)
+    support_x = rng.uniform(-5, 5, (b, k, 1)).astype(np.float32)
+    return support_x, np.sin(support_x), rng.uniform(-5, 5, (b, q, 1)).astype(np.float32)
+
+
+def _good_request_succeeds(client):
+    support_x, support_y, query_x = _tasks()
+    assert client.predict(support_x, support_y, query_x)["predictions"].shape == (2, 7, 1)
+
+
+# -- answers ----------------------------------------------------------------------------
+
+
+def test_grpc_predict_matches_the_model(client, model):
+    learner, _ = model
+    support_x, support_y, query_x = _tasks(b=3)
+    mask = np.ones((3, 10), bool)
+    mask[1, 6:] = False
+    outputs = client.predict(support_x, support_y, query_x, support_mask=mask)
+    state = learner.adapt(support_x, support_y, mask)
+    np.testing.assert_allclose(outputs["predictions"], learner.predict(state, query_x), atol=1e-5)
+    np.testing.assert_allclose(outputs["context"], state[0], atol=1e-5)
+    # adapt once, query many times
+    context = client.adapt(support_x, support_y, support_mask=mask)
+    again = client.predict_with_context(context, query_x)
+    np.testing.assert_allclose(again, outputs["predictions"], atol=1e-6)
+    # the version label resolves to the same servable
+    labelled = client.predict(support_x, support_y, query_x, support_mask=mask, label="stable")
+    np.testing.assert_allclose(labelled["predictions"], outputs["predictions"], atol=0)
+
+
+def test_rest_row_and_columnar_match_grpc(server, client):
+    support_x, support_y, query_x = _tasks(b=2, k=4, q=3)
+    expected = client.predict(support_x, support_y, query_x)
+    url = f"{server.rest_url}/v1/models/viable:predict"
+    instances = [
+        {"support_x": sx.tolist(), "support_y": sy.tolist(), "query_x": qx.tolist()}
+        for sx, sy, qx in zip(support_x, support_y, query_x, strict=True)
+    ]
+    row = requests.post(url, json={"instances": instances}, timeout=30)
+    assert row.status_code == 200, row.text
+    predictions = row.json()["predictions"]
+    assert len(predictions) == 2 and set(predictions[0]) == {"predictions", "context"}
+    np.testing.assert_allclose(
+        [p["predictions"] for p in predictions], expected["predictions"], atol=1e-6
+    )
+    columnar = requests.post(
+        f"{server.rest_url}/v1/models/viable/versions/1:predict",
+        json={
+            "signature_name": "serving_default",
+            "inputs": {
+                "support_x": support_x.tolist(),
+                "support_y": support_y.tolist(),
+                "support_mask": [[True] * 4] * 2,
+                "query_x": query_x.tolist(),
+            },
+        },
+        timeout=30,
+    )
+    assert columnar.status_code == 200, columnar.text
+    np.testing.assert_allclose(
+        columnar.json()["outputs"]["context"], expected["context"], atol=1e-6
+    )
+    adapt = requests.post(
+        url,
+        json={
+            "signature_name": "adapt",
+            "inputs": {"support_x": support_x.tolist(), "support_y": support_y.tolist()},
+        },
+        timeout=30,
+    )
+    np.testing.assert_allclose(adapt.json()["outputs"], expected["context"], atol=1e-6)
+
+
+def test_k_zero_is_the_unadapted_prediction(client, model):
+    learner, _ = model
+    _, _, query_x = _tasks(b=2)
+    outputs = client.predict(np.zeros((2, 0, 1)), np.zeros((2, 0, 1)), query_x)
+    unadapted = learner.predict(learner.initial_state(2), query_x)
+    np.testing.assert_allclose(outputs["predictions"], unadapted, atol=1e-6)
+
+
+def test_status_metadata_and_health(server, client):
+    assert client.status("viable") == [{"version": "1", "state": "AVAILABLE", "status": {}}]
+    signatures = client.metadata("viable")["signature_def"]
+    assert set(signatures) == {"serving_default", "adapt", "predict"}
+    assert set(signatures["serving_default"]["inputs"]) == {
+        "support_x",
+        "support_y",
+        "support_mask",
+        "query_x",
+    }
+    rest = requests.get(f"{server.rest_url}/v1/models/viable", timeout=10).json()
+    assert rest["model_version_status"][0]["state"] == "AVAILABLE"
+    assert rest["model_version_status"][0]["status"]["error_code"] == "OK"
+    label = requests.get(f"{server.rest_url}/v1/models/viable/labels/stable", timeout=10).json()
+    assert label["model_version_status"][0]["version"] == "1"
+    metadata = requests.get(f"{server.rest_url}/v1/models/viable/metadata", timeout=10).json()
+    assert metadata["model_spec"] == {"name": "viable", "version": "1"}
+    assert set(metadata["metadata"]["signature_def"]["signature_def"]) == set(signatures)
+    health = health_pb2_grpc.HealthStub(client.channel)
+    reply = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_prometheus_metrics(server, client):
+    _good_request_succeeds(client)
+    with pytest.raises(grpc.RpcError):
+        client.predict(*_tasks(), model_name="nope")
+    page = requests.get(f"{server.rest_url}/monitoring/prometheus/metrics", timeout=10).text
+    assert ':tensorflow:serving:request_count_total{model_name="viable",status="OK"}' in page
+    assert 'model_name="nope",status="NOT_FOUND"' in page
+    assert ":tensorflow:serving:request_latency_bucket{" in page
+
+
+# -- bad input, each answered precisely; the server stays up ----------------------------
+
+
+def _grpc_error(client, inputs, **spec):
+    request = client.request(inputs, model_name=spec.pop("model_name", "viable"), **spec)
+    with pytest.raises(grpc.RpcError) as info:
+        client.call(request)
+    return info.value.code(), info.value.details()
+
+
+def _good_inputs(**changes):
+    support_x, support_y, query_x = _tasks()
+    inputs = {
+        "support_x": support_x,
+        "support_y": support_y,
+        "support_mask": np.ones((2, 10), bool),
+        "query_x": query_x,
+    }
+    inputs.update(changes)
+    return {k: v for k, v in inputs.items() if v is not None}
+
+
+GRPC_CASES = {
+    "unknown model": ({}, {"model_name": "nope"}, grpc.StatusCode.NOT_FOUND, "Latest(nope)"),
+    "unknown version": ({}, {"version": 7}, grpc.StatusCode.NOT_FOUND, "Specific(viable, 7)"),
+    "unknown label": ({}, {"label": "canary"}, grpc.StatusCode.INVALID_ARGUMENT, "label: canary"),
+    "unknown signature": (
+        {},
+        {"signature_name": "classify"},
+        grpc.StatusCode.FAILED_PRECONDITION,
+        '"classify"',
+    ),
+    "missing input": ({"query_x": None}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing query_x"),
+    "extra input": (
+        {"temperature": np.ones(2, np.float32)},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "unexpected temperature",
+    ),
+    "misnamed input": (
+        {"query_x": None, "queries": _tasks()[2]},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "missing query_x; unexpected queries",
+    ),
+    "wrong dtype": (
+        {"support_x": _tasks()[0].astype(np.float64)},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "support_x: expected dtype float32, got float64",
+    ),
+    "B disagrees": (
+        {"support_y": _tasks(b=3)[1]},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "number of tasks B",
+    ),
+    "K disagrees": (
+        {"support_y": _tasks(k=9)[1]},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "support points K",
+    ),
+    "D differs": (
+        {"support_x": np.zeros((2, 10, 3), np.float32)},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "support_x: expected shape float32 [?, ?, 1], got [2, 10, 3]",
+    ),
+    "not finite": (
+        {"query_x": np.full((2, 7, 1), np.nan, np.float32)},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "query_x contains NaN or Inf",
+    ),
+    "empty batch": (
+        {
+            "support_x": np.zeros((0, 10, 1), np.float32),
+            "support_y": np.zeros((0, 10, 1), np.float32),
+            "support_mask": np.zeros((0, 10), bool),
+            "query_x": np.zeros((0, 7, 1), np.float32),
+        },
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "empty request",
+    ),
+    "K above bound": (
+        {
+            "support_x": _tasks(k=51)[0],
+            "support_y": _tasks(k=51)[1],
+            "support_mask": np.ones((2, 51), bool),
+        },
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "K = 51 support points exceeds",
+    ),
+    "Q above bound": (
+        {"query_x": _tasks(q=501)[2]},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Q = 501 query points",
+    ),
+    "over size limit": (
+        {"query_x": np.zeros((2, 40_000, 1), np.float32)},
+        {},
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "larger than max",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRPC_CASES))
+def test_grpc_bad_input(client, case):
+    changes, spec, code, message = GRPC_CASES[case]
+    got_code, details = _grpc_error(client, _good_inputs(**changes), **spec)
+    assert got_code == code, details
+    assert message in details
+    _good_request_succeeds(client)
+
+
+def _rest(server, body, path="/v1/models/viable:predict", raw=None):
+    url = server.rest_url + path
+    if raw is not None:
+        return requests.post(url, data=raw, timeout=30)
+    return requests.post(url, data=json.dumps(body), timeout=30)
+
+
+def _row(**changes):
+    support_x, support_y, query_x = _tasks(b=1)
+    instance = {
+        "support_x": support_x[0].tolist(),
+        "support_y": support_y[0].tolist(),
+        "query_x": query_x[0].tolist(),
+    }
+    instance.update(changes)
+    return {"instances": [{k: v for k, v in instance.items() if v is not None}]}
+
+
+REST_CASES = {
+    "unknown model": (_row(), "/v1/models/nope:predict", 404, "Latest(nope)"),
+    "unknown version": (_row(), "/v1/models/viable/versions/3:predict", 404, "Specific(viable, 3)"),
+    "unknown label": (_row(), "/v1/models/viable/labels/canary:predict", 400, "label: canary"),
+    "unknown signature": ({**_row(), "signature_name": "nope"}, None, 400, '"nope" not found'),
+    "missing input": (_row(query_x=None), None, 400, "missing query_x"),
+    "extra input": (_row(temperature=1.0), None, 400, "unexpected temperature"),
+    "wrong dtype": (_row(query_x=[["a"]] * 7), None, 400, "expected float32 values, got strings"),
+    "bool for float": (_row(query_x=[[True]] * 7), None, 400, "got booleans"),
+    "ragged": (_row(query_x=[[1.0], [2.0, 3.0]]), None, 400, "ragged"),
+    "K disagrees": (_row(support_y=[[0.0]] * 9), None, 400, "support points K"),
+    "D differs": (_row(query_x=[[1.0, 2.0]] * 7), None, 400, "expected shape float32 [?, ?, 1]"),
+    "not finite": (_row(query_x=[[math.nan]] * 7), None, 400, "NaN or Inf"),
+    "empty instances": ({"instances": []}, None, 400, '"instances" is empty'),
+    "neither instances nor inputs": ({"rows": []}, None, 400, 'exactly one of "instances"'),
+    "instances disagree": (
+        {"instances": [_row()["instances"][0], {"support_x": [[1.0]]}]},
+        None,
+        400,
+        "every instance must name the same inputs",
+    ),
+    "Q above bound": (_row(query_x=[[0.0]] * 501), None, 400, "Q = 501"),
+    "classify verb": (_row(), "/v1/models/viable:classify", 501, ":classify is not implemented"),
+    "malformed path": (_row(), "/v1/models/viable/versions/x:predict", 400, "version must be"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REST_CASES))
+def test_rest_bad_input(server, client, case):
+    body, path, status, message = REST_CASES[case]
+    response = _rest(server, body, path or "/v1/models/viable:predict")
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
+    _good_request_succeeds(client)
+
+
+def test_rest_malformed_json_and_size_limit(server, client):
+    response = _rest(server, None, raw=b'{"instances": [')
+    assert response.status_code == 400 and "JSON Parse error" in response.json()["error"]
+    response = _rest(server, None, raw=b"x" * (MAX_BYTES + 1))
+    assert response.status_code == 429 and "over the server's limit" in response.json()["error"]
+    chunked = requests.post(  # no Content-Length: stopped while reading
+        f"{server.rest_url}/v1/models/viable:predict",
+        data=iter([b"[" * 100_000] * 4),
+        timeout=30,
+    )
+    assert chunked.status_code == 429
+    _good_request_succeeds(client)
+
+
+def test_unimplemented_rpcs(client):
+    with pytest.raises(grpc.RpcError) as info:
+        client.prediction.Classify(classification_pb2.ClassificationRequest(), timeout=10)
+    assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    _good_request_succeeds(client)
+
+
+# -- versions ---------------------------------------------------------------------------
+
+
+def test_new_version_swaps_in_without_dropping_requests_and_broken_one_is_reported(tmp_path):
+    base = tmp_path / "viable"
+    learner = VIABLE(input_dim=1, output_dim=1)
+    export_saved_model(learner, str(base), version=1)
+    running = RunningServer(
+        ServerOptions(
+            models=[model_config("viable", str(base))], port=0, rest_api_port=None, poll_seconds=0.2
+        )
+    )
+    client = Client(running.grpc_target)
+    errors, versions, per_thread, stop = [], [], [], threading.Event()
+
+    def hammer():
+        mine = []
+        per_thread.append(mine)
+        support_x, support_y, query_x = _tasks()
+        request = client.request(
+            {
+                "support_x": support_x,
+                "support_y": support_y,
+                "support_mask": np.ones((2, 10), bool),
+                "query_x": query_x,
+            },
+            model_name="viable",
+        )
+        while not stop.is_set():
+            try:
+                version = client.prediction.Predict(request, timeout=30).model_spec.version.value
+                versions.append(version)
+                mine.append(version)
+            except grpc.RpcError as error:  # any failure during the swap is a dropped request
+                errors.append(error.details())
+
+    try:
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        learner.network.kernel_1.assign(learner.network.kernel_1 * 1.5)  # a different model
+        export_saved_model(learner, str(base), version=2)  # appears atomically
+        deadline = time.time() + 60
+        while (not versions or versions[-1] != 2) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        # A broken version 3: its saved_model.pb is garbage.
+        shutil.copytree(base / "2", tmp_path / "staging3")
+        (tmp_path / "staging3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+        os.rename(tmp_path / "staging3", base / "3")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            statuses = {s["version"]: s for s in client.status("viable")}
+            if statuses.get("3", {}).get("state") == "END":
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert not errors, errors[:3]
+    assert versions[0] == 1 and versions[-1] == 2 and len(versions) > 20
+    assert all(seen == sorted(seen) for seen in per_thread)  # once swapped, never back
+    statuses = {s["version"]: s for s in client.status("viable")}
+    assert statuses["2"]["state"] == "AVAILABLE"
+    assert statuses["1"]["state"] == "END"
+    assert statuses["3"]["state"] == "END"
+    assert "failed to load version 3" in statuses["3"]["status"]["error_message"]
+    assert statuses["3"]["status"]["error_code"] == "UNKNOWN"
+    client.close()
+    running.stop()
+
+
+# -- batching ---------------------------------------------------------------------------
+
+
+def test_batching_merges_requests_and_answers_each_exactly(model, client):
+    _, base = model
+    running = RunningServer(
+        ServerOptions(
+            models=[model_config("viable", base)],
+            port=0,
+            rest_api_port=None,
+            batching=BatchingOptions(
+                max_batch_size=8, batch_timeout_micros=20_000, num_batch_threads=1
+            ),
+        )
+    )
+    batched = Client(running.grpc_target)
+    requests_ = []
+    for i in range(24):  # different K and Q per request: padded on merge
+        support_x, support_y, query_x = _tasks(b=1 + i % 2, k=3 + i % 5, q=4 + i % 3, seed=i)
+        mask = np.ones(support_x.shape[:2], bool)
+        mask[0, -1] = i % 3 != 0
+        requests_.append((support_x, support_y, query_x, mask))
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        answers = list(
+            pool.map(lambda r: batched.predict(r[0], r[1], r[2], support_mask=r[3]), requests_)
+        )
+    calls = running.server.service.batcher.batches_run
+    for (support_x, support_y, query_x, mask), answer in zip(requests_, answers, strict=True):
+        alone = client.predict(support_x, support_y, query_x, support_mask=mask)
+        assert answer["predictions"].shape == alone["predictions"].shape
+        np.testing.assert_allclose(answer["predictions"], alone["predictions"], atol=1e-5)
+        np.testing.assert_allclose(answer["context"], alone["context"], atol=1e-5)
+    assert calls < len(requests_)  # requests were merged
+    batched.close()
+    running.stop()
+
+
+def test_predict_request_proto_round_trip_of_outputs(client):
+    """output_filter is honoured, and an unknown output is named."""
+    request = client.request(_good_inputs(), model_name="viable")
+    request.output_filter.append("context")
+    response = client.prediction.Predict(request, timeout=30)
+    assert set(response.outputs) == {"context"}
+    assert tf.make_ndarray(response.outputs["context"]).shape == (2, 5)
+    bad = predict_pb2.PredictRequest()
+    bad.CopyFrom(request)
+    bad.output_filter.append("logits")
+    with pytest.raises(grpc.RpcError) as info:
+        client.prediction.Predict(bad, timeout=30)
+    assert "unknown outputs logits" in info.value.details()

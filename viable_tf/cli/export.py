@@ -1,0 +1,67 @@
+"""viable-export: write a trained run as a SavedModel version for TF Serving.
+
+    viable-export --model_dir=D --export_base=BASE [--version=N]
+
+Writes BASE/<N>/ (N defaults to one more than the highest version present) with
+the best checkpoint's weights, and assets.extra/ holding the operative gin config,
+the method and its evaluation result (viable_model.json) and warm-up requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from viable_tf.cli.common import UsageError, run_main
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="viable-export", description=__doc__.split("\n")[0])
+    parser.add_argument("--model_dir", required=True, help="a directory written by viable-train")
+    parser.add_argument("--export_base", required=True, help="the model's base path for serving")
+    parser.add_argument("--version", type=int, default=None, help="version number (default: next)")
+    parser.add_argument("--model_name", default="viable", help="model name in warm-up requests")
+    return parser
+
+
+def _main() -> int:
+    args = _parser().parse_args()
+    if args.version is not None and args.version < 1:
+        raise UsageError(f"--version must be >= 1, got {args.version}")
+    target = os.path.join(args.export_base, str(args.version))
+    if args.version is not None and os.path.exists(target):
+        raise UsageError(f"{target} exists; pick another --version or omit it for the next one")
+    from viable_tf.export import export_saved_model
+    from viable_tf.training.experiment import load_run
+
+    trainer = load_run(args.model_dir)
+    results_path = os.path.join(args.model_dir, "results.json")
+    results = {}
+    if os.path.exists(results_path):
+        with open(results_path) as f:
+            results = json.load(f)
+    with open(os.path.join(args.model_dir, "operative_config.gin")) as f:
+        config = f.read()
+    path = export_saved_model(
+        trainer.learner,
+        args.export_base,
+        version=args.version,
+        operative_config=config,
+        metadata={"evaluation": results, "checkpoint_step": int(trainer.best_step.numpy())},
+        model_name=args.model_name,
+    )
+    print(f"exported {trainer.learner.method_name} to {path}")
+    print(
+        f"serve it: .venv/bin/viable-serve --model_name={args.model_name} "
+        f"--model_base_path={os.path.abspath(args.export_base)}"
+    )
+    return 0
+
+
+def main() -> None:
+    run_main(_main, "viable-export")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""Export adapt-then-predict as a SavedModel in TF Serving's layout.
+
+    BASE/<version>/saved_model.pb, variables/, assets.extra/
+
+Signatures (every input has a leading task axis B; K and Q vary per request):
+  serving_default: support_x [B, K, D], support_y [B, K, Y], support_mask bool [B, K],
+                   query_x [B, Q, D] -> predictions [B, Q, Y], context [B, C]
+  adapt:           support_x, support_y, support_mask -> context [B, C]
+  predict:         context [B, C], query_x [B, Q, D] -> predictions [B, Q, Y]
+K = 0 (or an all-False mask) gives the unadapted prediction. MAML adapts weights,
+not a context: its export has `serving_default` with `predictions` only.
+
+The graph is plain TensorFlow (the inner loop's gradient is traced into it; no
+py_function, no XLA), so the real `tensorflow_model_server` loads it unchanged.
+Inputs are checked inside the graph too (shapes agree, values finite), so a bad
+request gets INVALID_ARGUMENT from any server.
+
+Shape legend: B tasks, K support, Q query, D input dim, Y output dim, C context dim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.learners.base import Learner
+from viable_tf.learners.cavia import CAVIA
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+METADATA_FILE = "viable_model.json"
+CONFIG_FILE = "operative_config.gin"
+
+
+class AdaptThenPredict(tf.Module):
+    """The served routine: adapt on each task's support set, predict on its queries."""
+
+    def __init__(self, learner: Learner) -> None:
+        super().__init__(name="adapt_then_predict")
+        self.learner = learner
+        d, y = learner.input_dim, learner.output_dim
+        # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
+        self.has_context = isinstance(learner, CAVIA)
+        support = [
+            tf.TensorSpec([None, None, d], tf.float32, name="support_x"),
+            tf.TensorSpec([None, None, y], tf.float32, name="support_y"),
+            tf.TensorSpec([None, None], tf.bool, name="support_mask"),
+        ]
+        query = tf.TensorSpec([None, None, d], tf.float32, name="query_x")
+        self.serving_default = tf.function(self._serve, input_signature=[*support, query])
+        if self.has_context:
+            context = tf.TensorSpec([None, learner.context_dim], tf.float32, name="context")
+            self.adapt = tf.function(self._adapt, input_signature=support)
+            self.predict = tf.function(self._predict, input_signature=[context, query])
+
+    def signatures(self) -> dict:
+        signatures = {"serving_default": self.serving_default}
+        if self.has_context:
+            signatures.update(adapt=self.adapt, predict=self.predict)
+        return signatures
+
+    def _check_support(self, support_x, support_y, support_mask):
+        shape_x, shape_y = tf.shape(support_x), tf.shape(support_y)
+        checks = [
+            tf.debugging.assert_equal(
+                shape_x[:2], shape_y[:2], message="support_x and support_y must agree on [B, K]"
+            ),
+            tf.debugging.assert_equal(
+                shape_x[:2],
+                tf.shape(support_mask),
+                message="support_mask must be [B, K] like support_x",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            return (
+                tf.debugging.check_numerics(support_x, "support_x must be finite"),
+                tf.debugging.check_numerics(support_y, "support_y must be finite"),
+                tf.identity(support_mask),
+            )
+
+    def _check_query(self, query_x, batch_size):
+        check = tf.debugging.assert_equal(
+            tf.shape(query_x)[0], batch_size, message="query_x must have the support's B"
+        )
+        with tf.control_dependencies([check]):
+            return tf.debugging.check_numerics(query_x, "query_x must be finite")
+
+    def _serve(self, support_x, support_y, support_mask, query_x):
+        support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
+        query_x = self._check_query(query_x, tf.shape(support_x)[0])
+        state = self.learner.adapt(support_x, support_y, support_mask)
+        outputs = {"predictions": self.learner.predict(state, query_x)}  # [B, Q, Y]
+        if self.has_context:
+            outputs["context"] = state[0]  # [B, C]
+        return outputs
+
+    def _adapt(self, support_x, support_y, support_mask):
+        support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
+        (context,) = self.learner.adapt(support_x, support_y, support_mask)
+        return {"context": context}  # [B, C]
+
+    def _predict(self, context, query_x):
+        context = tf.debugging.check_numerics(context, "context must be finite")
+        query_x = self._check_query(query_x, tf.shape(context)[0])
+        return {"predictions": self.learner.predict([context], query_x)}  # [B, Q, Y]
+
+
+def next_version(export_base: str) -> int:
+    """One more than the highest numeric version folder under `export_base` (1 if none)."""
+    if not os.path.isdir(export_base):
+        return 1
+    versions = [int(name) for name in os.listdir(export_base) if name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def warmup_requests(module: AdaptThenPredict, *, model_name: str) -> list:
+    """PredictionLog records that exercise serving_default (K = 10 and K = 0) before traffic."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    learner = module.learner
+    rng = np.random.default_rng(0)
+    records = []
+    for k in (10, 0):
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = model_name
+        request.model_spec.signature_name = "serving_default"
+        inputs = {
+            "support_x": rng.uniform(-5, 5, (1, k, learner.input_dim)).astype(np.float32),
+            "support_y": rng.normal(size=(1, k, learner.output_dim)).astype(np.float32),
+            "support_mask": np.ones((1, k), bool),
+            "query_x": rng.uniform(-5, 5, (1, 100, learner.input_dim)).astype(np.float32),
+        }
+        for name, value in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        records.append(
+            prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+        )
+    return records
+
+
+def export_saved_model(
+    learner: Learner,
+    export_base: str,
+    *,
+    version: int | None = None,
+    operative_config: str = "",
+    metadata: dict | None = None,
+    model_name: str = "viable",
+) -> str:
+    """Writes BASE/<version>/ atomically (a finished folder appears at once) and returns it.
+
+    A server polling `export_base` never sees a half-written version: the export is
+    written to a hidden temporary folder beside it and renamed into place.
+    """
+    version = next_version(export_base) if version is None else version
+    if version < 1:
+        raise ValueError(f"version must be >= 1, got {version}")
+    final = os.path.join(export_base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final} exists; expected a new version number")
+    os.makedirs(export_base, exist_ok=True)
+    module = AdaptThenPredict(learner)
+    staging = tempfile.mkdtemp(prefix=f".{version}-", dir=export_base)
+    try:
+        tf.saved_model.save(module, staging, signatures=module.signatures())
+        extra = os.path.join(staging, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        with open(os.path.join(extra, CONFIG_FILE), "w") as f:
+            f.write(operative_config)
+        description = {
+            "method": learner.method_name,
+            "task": "regression",
+            "input_dim": learner.input_dim,
+            "output_dim": learner.output_dim,
+            "context_dim": getattr(learner, "context_dim", 0),
+            "signatures": sorted(module.signatures()),
+            **(metadata or {}),
+        }
+        with open(os.path.join(extra, METADATA_FILE), "w") as f:
+            json.dump(description, f, indent=2)
+        with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
+            for record in warmup_requests(module, model_name=model_name):
+                writer.write(record.SerializeToString())
+        os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
