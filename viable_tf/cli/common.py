@@ -82,14 +82,14 @@ def _first_line(error: BaseException) -> str:
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:
     """Runs `main`, turning expected failures into one line on stderr and an exit status."""
-    from viable_tf.training.trainer import NonFiniteLossError
+    from viable_tf.training.trainer import NonFiniteLossError, WorkerLostError
 
     try:
         status = main()
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         sys.exit(2)
-    except NonFiniteLossError as error:
+    except (NonFiniteLossError, WorkerLostError) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         sys.exit(1)
     except (FileNotFoundError, ValueError) as error:

@@ -76,10 +76,12 @@ def train_and_evaluate(model_dir: str) -> dict:
     trainer = Trainer(model_dir=model_dir)
     start = time.perf_counter()
     trainer.train()
-    record = evaluate_run(trainer)
+    record = evaluate_run(trainer)  # every worker evaluates; the chief writes
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
-    write_json(record, os.path.join(model_dir, "results.json"))
-    # The evaluation's configurables are now bound too: record the full config.
-    with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
-        f.write(gin.operative_config_str())
+    record["replicas"] = trainer.strategy.num_replicas_in_sync
+    if trainer.chief:
+        write_json(record, os.path.join(model_dir, "results.json"))
+        # The evaluation's configurables are now bound too: record the full config.
+        with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
+            f.write(gin.operative_config_str())
     return record

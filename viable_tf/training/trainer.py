@@ -10,12 +10,21 @@ Layout of a model directory D:
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
   D/best/          weights with the best meta-validation MSE so far
   D/events*        TensorBoard summaries
+
+Under a tf.distribute strategy (see distribute.py) every replica computes the
+gradient of its share of the meta-batch; the gradients are summed, clipped and
+applied once, so the update equals the single-device one. Only the chief writes
+checkpoints, summaries and results; other workers write checkpoints to a
+temporary folder (as tf.distribute requires every worker to save) and drop it.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
+import sys
+import tempfile
 import time
 
 import gin
@@ -27,10 +36,24 @@ from viable_tf.evaluation.sine import validation_evaluator
 from viable_tf.learners.base import Learner
 from viable_tf.tasks.sine import SineTasks, seed_for
 from viable_tf.training import summaries
+from viable_tf.training.distribute import is_chief, replica_slice
 
 
 class NonFiniteLossError(RuntimeError):
     """The meta-loss became NaN or infinite; nothing after the last checkpoint is saved."""
+
+
+class WorkerLostError(RuntimeError):
+    """A worker of a multi-worker job stopped answering; the job stops, resumable."""
+
+
+# What a collective op raises when a peer dies or stops answering.
+_PEER_FAILURES = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.CancelledError,
+    tf.errors.AbortedError,
+)
 
 
 @gin.configurable
@@ -52,10 +75,14 @@ class Trainer:
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function.
-      jit_compile: compile the meta-update with XLA.
+      jit_compile: compile the meta-update with XLA (single device only). XLA's
+        stateless RNG maps a seed to other numbers than TensorFlow's kernels, so an
+        XLA run draws a different, equally distributed, stream of training tasks;
+        every run is still exactly reproducible with the same settings.
       figure_every: log a figure of adapted fits every this many meta-updates (0: never).
       keep_checkpoints: how many latest checkpoints to keep.
       show_progress: show a progress bar on the console.
+      strategy: a tf.distribute strategy (default: the current one, one device).
     """
 
     def __init__(
@@ -78,6 +105,7 @@ class Trainer:
         figure_every: int = 5_000,
         keep_checkpoints: int = 2,
         show_progress: bool = True,
+        strategy: tf.distribute.Strategy | None = None,
     ) -> None:
         for name, value in (
             ("num_steps", num_steps),
@@ -93,6 +121,15 @@ class Trainer:
             raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
         if patience is not None and patience < 1:
             raise ValueError(f"Trainer.patience must be >= 1 or None, got {patience}")
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.chief = is_chief(self.strategy)
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas > meta_batch_size:
+            raise ValueError(
+                f"meta_batch_size={meta_batch_size} is smaller than the {replicas} replicas; "
+                "expected at least one task per replica"
+            )
+        distributed = self.strategy is not tf.distribute.get_strategy() or replicas > 1
         self.model_dir = model_dir
         self.tasks = tasks
         self.num_steps = num_steps
@@ -103,22 +140,22 @@ class Trainer:
         self.patience = patience
         self.steps_per_call = steps_per_call
         self.figure_every = figure_every
-        self.show_progress = show_progress
+        self.show_progress = show_progress and self.chief
 
         keras.utils.set_random_seed(seed)
-        self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
-        self.variables = list(self.learner.trainable_variables)  # theta (and psi)
-        self.lr_schedule = keras.optimizers.schedules.ExponentialDecay(
-            learning_rate, lr_decay_steps, lr_decay_rate, staircase=True
-        )
-        self.optimizer = keras.optimizers.Adam(self.lr_schedule)
-        self.optimizer.build(self.variables)
-
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.best_val = tf.Variable(math.inf, trainable=False, name="best_val")
-        self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")
-        self.evals_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.stopped_early = tf.Variable(False, trainable=False)
+        with self.strategy.scope():  # every variable, the optimizer's too, is mirrored
+            self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+            self.variables = list(self.learner.trainable_variables)  # theta (and psi)
+            self.lr_schedule = keras.optimizers.schedules.ExponentialDecay(
+                learning_rate, lr_decay_steps, lr_decay_rate, staircase=True
+            )
+            self.optimizer = keras.optimizers.Adam(self.lr_schedule)
+            self.optimizer.build(self.variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+            self.best_val = tf.Variable(math.inf, trainable=False, name="best_val")
+            self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")
+            self.evals_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.stopped_early = tf.Variable(False, trainable=False)
         checkpoint = tf.train.Checkpoint(
             learner=self.learner,
             optimizer=self.optimizer,
@@ -128,30 +165,58 @@ class Trainer:
             evals_since_best=self.evals_since_best,
             stopped_early=self.stopped_early,
         )
+        # Non-chief workers save too (tf.distribute needs every worker to), but into a
+        # temporary folder that is dropped; everyone restores from the chief's.
+        write_dir = model_dir if self.chief else tempfile.mkdtemp(prefix="viable-worker-")
+        self._scratch = None if self.chief else write_dir
         self.manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(model_dir, "checkpoints"), max_to_keep=keep_checkpoints
+            checkpoint, os.path.join(write_dir, "checkpoints"), max_to_keep=keep_checkpoints
         )
         self.best_manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(learner=self.learner, step=self.step),
-            os.path.join(model_dir, "best"),
+            os.path.join(write_dir, "best"),
             max_to_keep=1,
         )
-        self._train_chunk = tf.function(self._run_meta_updates, jit_compile=jit_compile)
+        # XLA compiles single-device training only; multi-device functions run as graphs.
+        self._train_chunk = tf.function(
+            self._run_meta_updates, jit_compile=jit_compile and not distributed
+        )
         self.validate = validation_evaluator(tasks)
 
     # -- the compiled part -------------------------------------------------------
 
-    def _meta_update(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """One meta-update on the tasks of seed (seed, step); returns (loss, inner loss)."""
-        batch, _ = self.tasks.sample(seed_for(self.seed, self.step), self.meta_batch_size)
+    def _replica_gradients(self, seed: tf.Tensor):
+        """This replica's share of the meta-batch: (loss, inner loss, gradients), weighted
+        by its share of B so that summing over replicas gives the global mean's."""
+        batch, _ = self.tasks.sample(seed, self.meta_batch_size)  # the same tasks everywhere
+        start, end = replica_slice(self.meta_batch_size)
+        batch = type(batch)(*(t[start:end] for t in batch))
+        share = tf.cast(end - start, tf.float32) / self.meta_batch_size
         with tf.GradientTape() as tape:
             loss, metrics = self.learner.meta_loss(batch)
+            loss = loss * share
         grads = tape.gradient(loss, self.variables)
-        if self.clip_value is not None:
+        return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * share, grads
+
+    def meta_gradients(self) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+        """(meta-loss, inner loss, clipped meta-gradients) on the tasks of step `step`,
+        summed over replicas: the same, up to rounding, whatever the replica count."""
+        per_replica = self.strategy.run(
+            self._replica_gradients, args=(seed_for(self.seed, self.step),)
+        )
+        loss, inner, grads = tf.nest.map_structure(
+            lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), per_replica
+        )
+        if self.clip_value is not None:  # on the summed gradient, as on one device
             grads = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
+        return loss, inner, grads
+
+    def _meta_update(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """One meta-update on the tasks of seed (seed, step); returns (loss, inner loss)."""
+        loss, inner, grads = self.meta_gradients()
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
         self.step.assign_add(1)
-        return loss, metrics.get("inner_loss_pre", tf.constant(0.0))
+        return loss, inner
 
     def _run_meta_updates(self, num_updates: tf.Tensor):
         """Up to `num_updates` meta-updates; stops at the first non-finite meta-loss.
@@ -175,17 +240,29 @@ class Trainer:
     # -- the Python loop ---------------------------------------------------------
 
     def restore(self) -> int:
-        """Restores the latest checkpoint, if any; returns the step it is at."""
-        if self.manager.latest_checkpoint:
-            self.manager.checkpoint.restore(self.manager.latest_checkpoint).assert_consumed()
+        """Restores the chief's latest checkpoint, if any; returns the step it is at."""
+        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        if latest:
+            self.manager.checkpoint.restore(latest).assert_consumed()
         return int(self.step.numpy())
 
     def train(self) -> None:
         """Meta-trains up to `num_steps` (resuming if a checkpoint exists)."""
         step = self.restore()
-        writer = tf.summary.create_file_writer(self.model_dir)
+        if step and self.chief:
+            print(
+                f"resuming from {self.model_dir}/checkpoints at meta-update {step} "
+                f"of {self.num_steps}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if self.chief:
+            writer = tf.summary.create_file_writer(self.model_dir)
+        else:
+            writer = tf.summary.create_noop_writer()
         with writer.as_default():
-            summaries.operative_config(self.model_dir, step)
+            if self.chief:
+                summaries.operative_config(self.model_dir, step)
             bar = tqdm(
                 total=self.num_steps,
                 initial=step,
@@ -197,7 +274,11 @@ class Trainer:
                 chunk = min(self.steps_per_call, self.eval_every - step % self.eval_every)
                 chunk = min(chunk, self.num_steps - step)
                 start_time = time.perf_counter()
-                ran, loss_sum, inner_sum, first_bad = self._train_chunk(tf.constant(chunk))
+                try:
+                    ran, loss_sum, inner_sum, first_bad = self._train_chunk(tf.constant(chunk))
+                except _PEER_FAILURES as error:
+                    bar.close()
+                    raise WorkerLostError(self._worker_lost_message(step, error)) from None
                 seconds = time.perf_counter() - start_time
                 if int(first_bad) >= 0:
                     bar.close()
@@ -216,8 +297,23 @@ class Trainer:
                     postfix["val_mse"] = f"{self._validate_and_checkpoint(step):.4f}"
                 bar.set_postfix(postfix, refresh=False)
             bar.close()
-            summaries.operative_config(self.model_dir, step)
+            if self.chief:
+                summaries.operative_config(self.model_dir, step)
         writer.flush()
+        self._drop_scratch()
+
+    def _drop_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _worker_lost_message(self, step: int, error: Exception) -> str:
+        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        where = f"the last checkpoint is {latest}" if latest else "no checkpoint was written yet"
+        return (
+            f"lost contact with another worker after meta-update {step} (the collective "
+            f"all-reduce failed with {type(error).__name__}); the job stopped and {where}. "
+            "Restart every worker with the same command to resume from it."
+        )
 
     def _validate_and_checkpoint(self, step: int) -> float:
         result = self.validate(self.learner)
@@ -233,13 +329,13 @@ class Trainer:
             self.evals_since_best.assign_add(1)
             if self.patience is not None and int(self.evals_since_best.numpy()) >= self.patience:
                 self.stopped_early.assign(True)
-        if self.figure_every and step % self.figure_every == 0:
+        if self.chief and self.figure_every and step % self.figure_every == 0:
             summaries.adapted_fits(self.learner, self.tasks, step)
         self.manager.save(checkpoint_number=step)
         return result.mean
 
     def _non_finite_message(self, bad_step: int) -> str:
-        latest = self.manager.latest_checkpoint
+        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
         kept = f"the last good checkpoint {latest} is kept" if latest else "no checkpoint yet"
         return (
             f"meta-loss is not finite (NaN or inf) at meta-update {bad_step}; training "
@@ -249,7 +345,9 @@ class Trainer:
 
     def restore_best(self) -> int:
         """Loads the best weights (falling back to the latest); returns their step."""
-        path = self.best_manager.latest_checkpoint or self.manager.latest_checkpoint
+        path = tf.train.latest_checkpoint(
+            os.path.join(self.model_dir, "best")
+        ) or tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
         if path is None:
             raise FileNotFoundError(
                 f"no checkpoint in {self.model_dir}: expected {self.model_dir}/best or "

@@ -1,0 +1,151 @@
+"""Distributed meta-training on a CPU-only machine: 2 logical devices, 2 local workers."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train_command(model_dir, *params):
+    return [
+        sys.executable,
+        "-m",
+        "viable_tf.cli.train",
+        "--gin_file=gin/sine/relviable.gin",
+        "--gin_param=Trainer.show_progress=False",
+        "--gin_param=Trainer.figure_every=0",
+        "--gin_param=test_evaluator.num_tasks=100",
+        *(f"--gin_param={p}" for p in params),
+        f"--model_dir={model_dir}",
+    ]
+
+
+def _start_workers(model_dir, *params):
+    ports = [_free_port(), _free_port()]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    workers = []
+    for index in range(2):
+        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        workers.append(
+            subprocess.Popen(
+                _train_command(model_dir, "STRATEGY='multi_worker'", *params),
+                cwd=REPO,
+                env={**ENV, "TF_CONFIG": json.dumps(config)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return workers
+
+
+def _checkpoint(path):
+    reader = tf.train.load_checkpoint(path)
+    return {
+        name: reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }
+
+
+def test_mirrored_meta_update_equals_single_device():
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tests", "distributed_check.py")],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    check = json.loads(result.stdout.strip().splitlines()[-1])
+    assert check["replicas"] == 2 and check["steps"] == [1, 1]
+    assert check["initial_weight_diff"] == 0.0
+    assert abs(check["loss_single"] - check["loss_mirrored"]) < 1e-5
+    assert check["grad_max_abs_diff"] < 1e-5 and check["grad_scale"] > 0.1
+    assert check["weight_max_abs_diff"] < 1e-5
+
+
+def test_viable_train_runs_mirrored_on_logical_cpus(tmp_path):
+    result = subprocess.run(
+        _train_command(
+            tmp_path,
+            "STRATEGY='mirrored'",
+            "LOGICAL_CPUS=2",
+            "NUM_STEPS=100",
+            "Trainer.eval_every=50",
+        ),
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads((tmp_path / "results.json").read_text())
+    assert record["replicas"] == 2 and record["steps_trained"] == 100
+    assert np.isfinite(record["mean"])
+
+
+def test_two_workers_give_the_single_device_update(tmp_path):
+    single = subprocess.run(
+        _train_command(tmp_path / "single", "NUM_STEPS=1", "Trainer.jit_compile=False"),
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert single.returncode == 0, single.stderr[-2000:]
+    workers = _start_workers(tmp_path / "multi", "NUM_STEPS=1")
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-2000:]
+    one = _checkpoint(str(tmp_path / "single" / "checkpoints" / "ckpt-1"))
+    two = _checkpoint(str(tmp_path / "multi" / "checkpoints" / "ckpt-1"))
+    assert one.keys() == two.keys()
+    # Adam's moments after one update hold the meta-gradient: m = 0.1 g, v = 0.001 g^2.
+    moments = [k for k in one if k.startswith("optimizer/_variables/")]
+    assert len(moments) > 10
+    for name in moments:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-6, err_msg=name)
+    assert json.loads((tmp_path / "multi" / "results.json").read_text())["replicas"] == 2
+    assert not list((tmp_path / "multi").glob(".worker*"))
+
+
+def test_killed_worker_stops_the_job_and_restart_resumes(tmp_path):
+    model_dir = tmp_path / "run"
+    params = ("NUM_STEPS=800", "Trainer.eval_every=100", "Trainer.steps_per_call=10")
+    workers = _start_workers(model_dir, *params)
+    deadline = time.time() + 300
+    while not (model_dir / "checkpoints" / "ckpt-200.index").exists():
+        assert time.time() < deadline and workers[0].poll() is None, "no checkpoint in time"
+        time.sleep(0.05)
+    workers[1].send_signal(signal.SIGKILL)
+    _, err = workers[0].communicate(timeout=300)
+    workers[1].communicate()
+    assert workers[0].returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert "lost contact with another worker" in last and "Restart every worker" in last
+    stopped_at = int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("-", 1)[1])
+    assert stopped_at < 800
+
+    workers = _start_workers(model_dir, *params)  # the same command again
+    outputs = [worker.communicate(timeout=600) for worker in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err[-2000:]
+    assert f"resuming from {model_dir}/checkpoints at meta-update {stopped_at}" in outputs[0][1]
+    record = json.loads((model_dir / "results.json").read_text())
+    assert record["steps_trained"] == 800 and record["replicas"] == 2
