@@ -496,3 +496,22 @@ def test_predict_request_proto_round_trip_of_outputs(client):
     with pytest.raises(grpc.RpcError) as info:
         client.prediction.Predict(bad, timeout=30)
     assert "unknown outputs logits" in info.value.details()
+
+
+def test_client_command_line(server, monkeypatch, capsys):
+    from serving import client as client_cli
+
+    def run(*argv):
+        monkeypatch.setattr("sys.argv", ["viable-client", f"--target={server.grpc_target}", *argv])
+        try:
+            client_cli.main()
+        except SystemExit as exit_info:
+            return exit_info.code, capsys.readouterr()
+        return 0, capsys.readouterr()
+
+    code, out = run("--model_name=viable", "sine", "--num_support=5")
+    assert code == 0 and "MSE over 100 points" in out.out
+    code, out = run("--model_name=viable", "status")
+    assert code == 0 and json.loads(out.out)[0]["state"] == "AVAILABLE"
+    code, out = run("--model_name=nope", "status")
+    assert code == 1 and out.err.startswith("viable-client: NOT_FOUND:")

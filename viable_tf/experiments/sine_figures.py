@@ -18,37 +18,41 @@ from viable_tf.training.experiment import load_run
 FIGURE_TASK_SEED = 4
 
 
-def adapted_from_four_points(*, cavia_dir: str, relviable_dir: str, path: str) -> None:
-    """(c): one task adapted from K = 4 points: truth, the points, CAVIA's and relVIABLE's fits."""
-    fits, labels = [], []
+def adapted_from_four_points(
+    *, cavia_dir: str, relviable_dir: str, path: str, num_tasks: int = 3
+) -> None:
+    """(c): tasks adapted from K = 4 points: truth, the points, CAVIA's and relVIABLE's fits.
+
+    The tasks are the first `num_tasks` of a fixed seed, not picked by hand.
+    """
+    fits = {}
     for label, model_dir in (("CAVIA", cavia_dir), ("relVIABLE", relviable_dir)):
         trainer = load_run(model_dir)
-        tasks = trainer.tasks
-        grid = tasks.evaluation_grid(200)
-        batch, params = tasks.sample(
-            seed_for(FIGURE_TASK_SEED, 0), 1, num_support=4, query_x=grid
-        )  # the same task for both: the seed alone fixes it
+        grid = trainer.tasks.evaluation_grid(200)
+        batch, params = trainer.tasks.sample(
+            seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=4, query_x=grid
+        )  # the same tasks for both: the seed alone fixes them
         learner = trainer.learner
         state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
-        fits.append(learner.predict(state, batch.query_x).numpy()[0, :, 0])
-        labels.append(label)
+        fits[label] = learner.predict(state, batch.query_x).numpy()[..., 0]  # [B, Q]
         gin.clear_config()
     x = grid.numpy()
-    figure, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(x, sine_curve(params, batch.query_x).numpy()[0, :, 0], color="black", label="truth")
-    for fit, label, color in zip(fits, labels, ("tab:orange", "tab:red"), strict=True):
-        ax.plot(x, fit, color=color, label=f"{label}, adapted")
-    ax.scatter(
-        batch.support_x[0, :, 0],
-        batch.support_y[0, :, 0],
-        color="tab:blue",
-        zorder=3,
-        label="4 support points",
-    )
-    ax.set_xlabel("x")
-    ax.set_ylabel("y")
-    ax.set_title("One sine task adapted from K = 4 points (trained with K ~ U{0..20})")
-    ax.legend(fontsize="small")
+    truth = sine_curve(params, batch.query_x).numpy()[..., 0]
+    figure, axes = plt.subplots(1, num_tasks, figsize=(4.2 * num_tasks, 3.4))
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        ax.plot(x, truth[i], color="black", label="truth")
+        ax.plot(x, fits["CAVIA"][i], color="tab:orange", label="CAVIA")
+        ax.plot(x, fits["relVIABLE"][i], color="tab:red", label="relVIABLE")
+        ax.scatter(
+            batch.support_x[i, :, 0],
+            batch.support_y[i, :, 0],
+            color="tab:blue",
+            zorder=3,
+            label="support (K = 4)",
+        )
+        ax.set_xlabel("x")
+    np.atleast_1d(axes)[0].legend(fontsize="small")
+    figure.suptitle("Sine tasks adapted from K = 4 points (models trained with K ~ U{0..20})")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
