@@ -31,7 +31,8 @@ def test_config_parses_defines_macros_and_builds(config, tmp_path, monkeypatch):
     for macro in MACROS:
         gin.query_parameter(f"%{macro}")  # raises if undefined
     trainer = Trainer(model_dir=str(tmp_path))
-    expected = os.path.basename(config).removesuffix(".gin").removesuffix("_vark")
+    name = os.path.basename(config).removesuffix(".gin")
+    expected = name.removesuffix("_vark").removesuffix("_tanh")
     assert trainer.learner.method_name == expected
     assert trainer.num_steps == 50_000 and trainer.meta_batch_size == 25
     if config.endswith("_vark.gin"):
@@ -57,3 +58,13 @@ def test_quick_config_layers_on_a_method(tmp_path, monkeypatch):
     parse_gin(["gin/sine/relviable.gin", "gin/sine/quick.gin"], [])
     trainer = Trainer(model_dir=str(tmp_path))
     assert trainer.num_steps == 25_000 and trainer.learner.method_name == "relviable"
+
+
+def test_tanh_options_change_only_the_activation(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    for method in ("relviable", "simviable"):
+        parse_gin([f"gin/sine/{method}_tanh.gin"], [])
+        trainer = Trainer(model_dir=str(tmp_path / method))
+        assert trainer.learner.method_name == method
+        assert trainer.learner.loss_network.activation.__name__ == "tanh"
+        assert trainer.learner.num_inner_steps == 1 and trainer.num_steps == 50_000

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tqdm import tqdm
 
@@ -36,30 +37,71 @@ METHODS_B = ("cavia", "simviable", "relviable")
 CONTEXT_DIMS = (1, 2, 3, 4, 5)
 EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
 LABELS = {"maml": "MAML", "cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE"}
-#: Variations of relVIABLE (C = 5, K = 10, seed 0) for the reproduction study: each
-#: changes one thing a careful reproducer would question. The faithful run is (a)'s C = 5.
+
+
+class Variation(NamedTuple):
+    """One change a careful reproducer would question, trained at C = 5, seed 0."""
+
+    description: str
+    params: list[str]
+    config: str = "sine/relviable.gin"
+    eval_shots: tuple[int, ...] = ()
+
+
+#: The reproduction study: each variation changes one thing; the faithful runs are
+#: (a)'s C = 5 (and (b) for the K ~ U{0..20} one).
 VARIATIONS = {
-    "no_x_in_pairs": ("pair features without x", ["RelationLossNetwork.include_inputs=False"]),
-    "no_task_loss_in_pairs": (
-        "pair features without L_T",
-        ["VIABLE.include_task_loss=False"],
+    "no_x_in_pairs": Variation(
+        "pair features without x", ["RelationLossNetwork.include_inputs=False"]
     ),
-    "softplus_output": (
+    "no_task_loss_in_pairs": Variation(
+        "pair features without L_T", ["VIABLE.include_task_loss=False"]
+    ),
+    "softplus_output": Variation(
         "loss output through softplus (non-negative)",
         ["RelationLossNetwork.output_activation='softplus'"],
     ),
-    "softplus_hidden": (
-        "softplus hidden units (biases get meta-gradients)",
-        ["RelationLossNetwork.activation='softplus'"],
+    "softplus_hidden": Variation(
+        "softplus hidden units", ["RelationLossNetwork.activation='softplus'"]
     ),
-    "input_scale_5": (
-        "loss-network inputs scaled by 1/5 (L_T by 1/25)",
-        ["VIABLE.input_scale=5.0"],
+    "input_scale_5": Variation(
+        "loss-network inputs scaled by 1/5 (L_T by 1/25)", ["VIABLE.input_scale=5.0"]
     ),
-    "no_clipping": ("no meta-gradient clipping", ["Trainer.clip_value=None"]),
-    "two_inner_steps": ("2 inner steps", ["VIABLE.num_inner_steps=2"]),
-    "double_length": ("100,000 meta-updates", ["NUM_STEPS=100000"]),
+    "no_clipping": Variation("no meta-gradient clipping", ["Trainer.clip_value=None"]),
+    "two_inner_steps": Variation("2 inner steps", ["VIABLE.num_inner_steps=2"]),
+    "double_length": Variation("100,000 meta-updates", ["NUM_STEPS=100000"]),
+    "tanh_hidden": Variation("tanh hidden units", ["RelationLossNetwork.activation='tanh'"]),
+    "softplus_hidden_and_output": Variation(
+        "softplus hidden units and output",
+        [
+            "RelationLossNetwork.activation='softplus'",
+            "RelationLossNetwork.output_activation='softplus'",
+        ],
+    ),
+    "simviable_softplus_hidden": Variation(
+        "simVIABLE with softplus hidden units",
+        ["SimpleLossNetwork.activation='softplus'"],
+        "sine/simviable.gin",
+    ),
+    "simviable_tanh_hidden": Variation(
+        "simVIABLE with tanh hidden units",
+        ["SimpleLossNetwork.activation='tanh'"],
+        "sine/simviable.gin",
+    ),
+    "cavia_two_inner_steps": Variation(
+        "CAVIA with 2 inner steps (control)", ["CAVIA.num_inner_steps=2"], "sine/cavia.gin"
+    ),
+    "simviable_two_inner_steps": Variation(
+        "simVIABLE with 2 inner steps", ["VIABLE.num_inner_steps=2"], "sine/simviable.gin"
+    ),
+    "tanh_hidden_vark": Variation(
+        "tanh hidden units, trained with K ~ U{0..20}",
+        ["RelationLossNetwork.activation='tanh'"],
+        "sine/relviable_vark.gin",
+        EVAL_SHOTS_B,
+    ),
 }
+
 GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "gin")
 
 
@@ -112,9 +154,16 @@ def plan(
                     )
                 )
     if investigate:
-        for name, (_, params) in VARIATIONS.items():
+        for name, variation in VARIATIONS.items():
             # later bindings win: a variation may override NUM_STEPS
-            runs.append(Run(f"investigation/{name}", "sine/relviable.gin", [*common, *params]))
+            runs.append(
+                Run(
+                    f"investigation/{name}",
+                    variation.config,
+                    [*common, *variation.params],
+                    eval_shots=variation.eval_shots,
+                )
+            )
     order = {"relviable": 0, "simviable": 1, "maml": 2, "cavia": 3}
     return sorted(runs, key=lambda r: (not r.name.startswith("b_"), order[_method(r)]))
 
@@ -199,16 +248,44 @@ def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...])
             f"| {LABELS[method]} | " + " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B) + " |"
         )
     if summary["investigation"]:
-        faithful = summary["a_context"]["relviable_c5"]
-        lines += ["", "### relVIABLE variations (C = 5, K = 10, seed 0)", ""]
-        lines.append("| variation | MSE | relative to the faithful run |")
-        lines.append("|---|---:|---:|")
-        lines.append(f"| faithful (table a, C = 5) | {_cell(faithful)} | 1.00 |")
-        for name, (description, _) in VARIATIONS.items():
+        cavia = summary["a_context"]["cavia_c5"]
+        lines += ["", "### Variations (C = 5, K = 10, seed 0)", ""]
+        lines.append("| variation | MSE | vs faithful | vs CAVIA |")
+        lines.append("|---|---:|---:|---:|")
+        lines.append(f"| CAVIA (table a) | {_cell(cavia)} | | 1.00 |")
+        for method in ("relviable", "simviable"):
+            faithful = summary["a_context"][f"{method}_c5"]  # one row each, as reference
+            ratio = faithful["mean"] / cavia["mean"]
+            lines.append(
+                f"| {LABELS[method]}, faithful (table a) | {_cell(faithful)} | 1.00 | {ratio:.2f} |"
+            )
+        for name, variation in VARIATIONS.items():
             record = summary["investigation"].get(name)
-            if record:
-                ratio = record["mean"] / faithful["mean"]
-                lines.append(f"| {description} | {_cell(record)} | {ratio:.2f} |")
+            if record is None or variation.eval_shots:
+                continue
+            faithful = summary["a_context"][f"{record['method']}_c5"]
+            label = variation.description
+            if variation.config == "sine/relviable.gin":
+                label = f"relVIABLE, {label}"
+            lines.append(
+                f"| {label} | {_cell(record)} | {record['mean'] / faithful['mean']:.2f} "
+                f"| {record['mean'] / cavia['mean']:.2f} |"
+            )
+        for name, variation in VARIATIONS.items():
+            record = summary["investigation"].get(name)
+            if record is None or not variation.eval_shots:
+                continue
+            lines += ["", f"### relVIABLE, {variation.description}: MSE by K at test", ""]
+            lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
+            lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
+            rows = [
+                ("CAVIA (table b)", summary["b_vark"]["cavia"]["by_k"]),
+                ("relVIABLE (table b)", summary["b_vark"]["relviable"]["by_k"]),
+                (f"relVIABLE, {variation.description}", record["by_k"]),
+            ]
+            for label, by_k in rows:
+                cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
+                lines.append(f"| {label} | {cells} |")
     lines += ["", f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
     lines.append("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | std |")
     lines.append("|---|" + "---:|" * (len(seeds) + 2))
