@@ -1,0 +1,107 @@
+"""Where a served request's time goes: model call, checks, conversions, gRPC transport.
+
+    .venv/bin/python benchmarks/serving_overhead.py
+
+One relVIABLE sine task (K = 10, Q = 100) per request, one synchronous client, a
+viable-serve Server in a background thread of the same process. Prints the median
+of 500 calls of each stage, in milliseconds, as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tensorflow_serving.config import model_server_config_pb2
+
+from serving import tensors
+from serving.client import Client
+from serving.server import Server, ServerOptions
+from viable_tf.export import export_saved_model
+from viable_tf.learners import VIABLE
+
+
+class _Empty(prediction_service_pb2_grpc.PredictionServiceServicer):
+    async def Predict(self, request, context):  # noqa: N802
+        return predict_pb2.PredictResponse()
+
+
+def median_ms(call, count: int = 500) -> float:
+    for _ in range(50):
+        call()
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times) * 1000)
+
+
+def main() -> None:
+    base = os.path.join(tempfile.mkdtemp(), "sine")
+    export_saved_model(VIABLE(input_dim=1, output_dim=1), base)
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    config = model_server_config_pb2.ModelConfig(name="sine", base_path=base)
+    server = Server(ServerOptions(models=[config], port=0, rest_api_port=None))
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result()
+
+    async def empty_server():
+        empty = grpc.aio.server()
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(_Empty(), empty)
+        port = empty.add_insecure_port("127.0.0.1:0")
+        await empty.start()
+        return empty, port
+
+    _, empty_port = asyncio.run_coroutine_threadsafe(empty_server(), loop).result()
+
+    rng = np.random.default_rng(0)
+    support_x = rng.uniform(-5, 5, (1, 10, 1)).astype(np.float32)
+    inputs = {
+        "support_x": support_x,
+        "support_y": np.sin(support_x),
+        "support_mask": np.ones((1, 10), bool),
+        "query_x": np.linspace(-5, 5, 100, dtype=np.float32).reshape(1, 100, 1),
+    }
+    servable = server.manager.resolve("sine")
+    signature = servable.signatures["serving_default"]
+    function = servable._functions["serving_default"]
+    constants = {k: tf.constant(v) for k, v in inputs.items()}
+    client = Client(f"127.0.0.1:{server.grpc_port}")
+    request = client.request(inputs, model_name="sine")
+    empty_stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel(f"127.0.0.1:{empty_port}")
+    )
+    rows = [
+        ("SavedModel signature, tf.constant inputs", lambda: function(**constants)),
+        (
+            "the same from NumPy inputs (Servable.run)",
+            lambda: servable.run("serving_default", inputs),
+        ),
+        (
+            "request checks (check_inputs)",
+            lambda: tensors.check_inputs(signature, inputs, tensors.Limits()),
+        ),
+        ("TensorProtos -> NumPy (from_protos)", lambda: tensors.from_protos(request.inputs)),
+        ("gRPC round trip, empty handler (transport floor)", lambda: empty_stub.Predict(request)),
+        (
+            "gRPC round trip to viable-serve, full Predict",
+            lambda: client.prediction.Predict(request),
+        ),
+    ]
+    print("| stage | median (ms) |\n|---|---:|")
+    for name, call in rows:
+        print(f"| {name} | {median_ms(call):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
