@@ -1,9 +1,11 @@
-"""Task samplers: batches of few-shot tasks with masked, padded support sets."""
+"""Task samplers: sine tasks and N-way K-shot episodes, as TaskBatches."""
 
 from viable_tf.tasks.base import TaskBatch, masked_mean
+from viable_tf.tasks.episodes import EpisodeSampler
 from viable_tf.tasks.sine import SineParams, SineTasks, seed_for, sine_curve
 
 __all__ = [
+    "EpisodeSampler",
     "SineParams",
     "SineTasks",
     "TaskBatch",

@@ -1,0 +1,120 @@
+"""N-way K-shot classification episodes over an embedding dataset (SPEC §5).
+
+An episode draws N classes, relabels them 0..N-1 in random order, and draws K
+support and V query examples per class without replacement. Sampling is
+stateless and in the graph, like the sine tasks: an episode is a pure function of
+its seed, so evaluation episodes are fixed by a seed and `dataset()` can batch B
+episodes per meta-update through tf.data. One sampler covers one split; splits are
+class-disjoint by construction when built from disjoint class lists.
+
+Shape legend: N way, K shot, V queries per class, E embedding size, B episodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.tasks.base import TaskBatch
+from viable_tf.tasks.sine import seed_for
+
+
+class EpisodeSampler:
+    """Episodes from `embeddings` [n, E] whose class of each row is `labels` [n]."""
+
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        labels: np.ndarray,
+        *,
+        num_ways: int,
+        num_shots: int,
+        num_queries: int,
+    ) -> None:
+        embeddings = np.asarray(embeddings, np.float32)
+        labels = np.asarray(labels)
+        if embeddings.ndim != 2 or labels.shape != (len(embeddings),):
+            raise ValueError(
+                f"expected embeddings [n, E] and labels [n], got {list(embeddings.shape)} "
+                f"and {list(labels.shape)}"
+            )
+        for name, value, low in (
+            ("num_ways", num_ways, 1),
+            ("num_shots", num_shots, 0),
+            ("num_queries", num_queries, 1),
+        ):
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        classes, class_index = np.unique(labels, return_inverse=True)
+        if len(classes) < num_ways:
+            raise ValueError(
+                f"{num_ways}-way episodes need {num_ways} classes, found {len(classes)}"
+            )
+        counts = np.bincount(class_index)
+        needed = num_shots + num_queries
+        if counts.min() < needed:
+            short = classes[counts.argmin()]
+            raise ValueError(
+                f"class {short!r} has {counts.min()} examples; {num_shots}-shot episodes with "
+                f"{num_queries} queries per class need {needed}"
+            )
+        # [C, M]: row c lists the examples of class c, padded with -1.
+        members = np.full((len(classes), counts.max()), -1, np.int32)
+        for c in range(len(classes)):
+            rows = np.flatnonzero(class_index == c)
+            members[c, : len(rows)] = rows
+        self.classes = classes
+        self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
+        self.input_dim = embeddings.shape[1]  # E
+        self.output_dim = num_ways  # N logits
+        self._embeddings = tf.constant(embeddings)
+        self._members = tf.constant(members)
+        self._counts = tf.constant(counts.astype(np.int32))
+
+    def sample(self, seed: tf.Tensor) -> TaskBatch:
+        """One episode as a pure function of `seed` [2]: x [N*K, E], labels int32 [N*K]."""
+        n, k, v = self.num_ways, self.num_shots, self.num_queries
+        class_seed, example_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        order = tf.argsort(
+            tf.random.stateless_uniform([len(self.classes)], class_seed)
+        )  # a random permutation of the classes
+        chosen = order[:n]  # [N]; label i is chosen[i]: classes relabelled in random order
+        scores = tf.random.stateless_uniform(
+            tf.shape(tf.gather(self._members, chosen)), example_seed
+        )
+        valid = (
+            tf.range(tf.shape(self._members)[1])[None, :] < tf.gather(self._counts, chosen)[:, None]
+        )
+        scores = tf.where(valid, scores, 2.0)  # padding sorts last
+        picks = tf.argsort(scores, axis=1)[:, : k + v]  # [N, K + V], without replacement
+        rows = tf.gather(tf.gather(self._members, chosen), picks, batch_dims=1)  # [N, K + V]
+        x = tf.gather(self._embeddings, rows)  # [N, K + V, E]
+        y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [n, k + v])  # [N, K + V]
+        support_x = tf.reshape(x[:, :k], [n * k, self.input_dim])  # [N*K, E]
+        query_x = tf.reshape(x[:, k:], [n * v, self.input_dim])  # [N*V, E]
+        return TaskBatch(
+            support_x=support_x,
+            support_y=tf.reshape(y[:, :k], [n * k]),
+            support_mask=tf.ones([n * k], tf.bool),
+            query_x=query_x,
+            query_y=tf.reshape(y[:, k:], [n * v]),
+        )
+
+    def dataset(self, batch_size: int, seed: int, *, num_episodes: int | None = None):
+        """tf.data of TaskBatch with a leading axis B; episode i comes from seed (seed, i).
+
+        Without `num_episodes` the stream is endless (training); with it, the same
+        `num_episodes` episodes every time (evaluation).
+        """
+        indices = (
+            tf.data.Dataset.range(num_episodes) if num_episodes else tf.data.Dataset.range(2**62)
+        )
+        return (
+            indices.map(
+                lambda i: self.sample(seed_for(seed, i)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True,
+            )
+            .batch(batch_size)
+            .prefetch(tf.data.AUTOTUNE)
+        )
