@@ -30,6 +30,9 @@ def _main() -> int:
     from viable_tf.training.experiment import train_and_evaluate
 
     record = train_and_evaluate(args.model_dir)
+    if record is None:
+        print("viable-train: this worker is done; the chief writes the results")
+        return 0
     print(json.dumps(record, indent=2))
     model_dir = args.model_dir
     print(

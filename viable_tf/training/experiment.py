@@ -70,18 +70,23 @@ def write_json(record: dict, path: str) -> None:
         f.write("\n")
 
 
-def train_and_evaluate(model_dir: str) -> dict:
-    """Meta-trains as configured by gin, evaluates, writes `model_dir/results.json`."""
+def train_and_evaluate(model_dir: str) -> dict | None:
+    """Meta-trains as configured by gin, evaluates, writes `model_dir/results.json`.
+
+    Returns the results, or None on a worker that is not the chief: it stops after
+    training, since only the chief's checkpoints exist (and evaluation needs no peer).
+    """
     os.makedirs(model_dir, exist_ok=True)
     trainer = Trainer(model_dir=model_dir)
     start = time.perf_counter()
     trainer.train()
-    record = evaluate_run(trainer)  # every worker evaluates; the chief writes
+    if not trainer.chief:
+        return None
+    record = evaluate_run(trainer)
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
     record["replicas"] = trainer.strategy.num_replicas_in_sync
-    if trainer.chief:
-        write_json(record, os.path.join(model_dir, "results.json"))
-        # The evaluation's configurables are now bound too: record the full config.
-        with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
-            f.write(gin.operative_config_str())
+    write_json(record, os.path.join(model_dir, "results.json"))
+    # The evaluation's configurables are now bound too: record the full config.
+    with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
+        f.write(gin.operative_config_str())
     return record
