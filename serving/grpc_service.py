@@ -6,7 +6,6 @@ import time
 
 import grpc
 from google.protobuf import any_pb2
-from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -40,13 +39,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         name = request.model_spec.name
         try:
             version, label = _version_and_label(request.model_spec)
-            servable, signature, outputs = await self.service.predict(
-                name=name,
-                version=version,
-                label=label,
-                signature_name=request.model_spec.signature_name,
-                inputs=from_protos(request.inputs),
-                output_filter=request.output_filter,
+            servable, signature = self.service.resolve(
+                name, version, label, request.model_spec.signature_name
+            )
+            outputs = await self.service.predict(
+                servable, signature, from_protos(request.inputs), request.output_filter
             )
         except ServingError as error:
             self.service.record(name, "predict", "GRPC", error.code.name, start)
@@ -121,6 +118,3 @@ async def _unimplemented(context, method: str) -> None:
     await context.abort(
         grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented by viable-serve; use Predict"
     )
-
-
-__all__ = ["ModelService", "PredictionService", "meta_graph_pb2", "metadata_response"]

@@ -11,7 +11,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_status_pb2
 
-from serving.errors import HTTP_STATUS, ServingError, invalid, not_found
+from serving.errors import ServingError, invalid
 from serving.grpc_service import metadata_response
 from serving.metrics import Metrics
 from serving.service import InferenceService
@@ -110,16 +110,9 @@ class RestApi:
                 signature_name = payload["signature_name"]
                 if not isinstance(signature_name, str):
                     raise invalid('"signature_name" must be a string')
-            servable = self.service.manager.resolve(name, version, label)
-            signature = self.service.signature(servable, signature_name)
-            inputs, style = from_json(payload, signature)
-            _, _, outputs = await self.service.predict(
-                name=name,
-                version=servable.version,
-                label=None,
-                signature_name=signature_name,
-                inputs=inputs,
-            )
+            servable, signature = self.service.resolve(name, version, label, signature_name)
+            inputs, style = from_json(payload, signature)  # parsing needs the signature
+            outputs = await self.service.predict(servable, signature, inputs)
         except ServingError as error:
             self.service.record(name, "predict", "REST", error.code.name, start)
             return _error(error)
@@ -141,6 +134,3 @@ class RestApi:
                 raise too_big  # a body without Content-Length: stop at the limit
             chunks.append(chunk)
         return b"".join(chunks)
-
-
-__all__ = ["HTTP_STATUS", "RestApi", "not_found"]

@@ -45,25 +45,32 @@ class InferenceService:
             )
         return signature
 
+    def resolve(
+        self, name: str, version: int | None, label: str | None, signature_name: str
+    ) -> tuple[Servable, Signature]:
+        """The servable and signature a request names; raises ServingError if none."""
+        servable = self.manager.resolve(name, version, label)
+        return servable, self.signature(servable, signature_name)
+
     async def predict(
         self,
-        *,
-        name: str,
-        version: int | None,
-        label: str | None,
-        signature_name: str,
+        servable: Servable,
+        signature: Signature,
         inputs: dict[str, np.ndarray],
         output_filter=(),
-    ) -> tuple[Servable, Signature, dict[str, np.ndarray]]:
-        servable = self.manager.resolve(name, version, label)
-        signature = self.signature(servable, signature_name)
+    ) -> dict[str, np.ndarray]:
+        """Checks the inputs, runs (or batches) the call, keeps the outputs asked for.
+
+        The request holds `servable` until it is answered, so a version swapped out
+        meanwhile still finishes it.
+        """
         inputs = check_inputs(signature, inputs, self.limits)
         wanted = check_output_filter(signature, output_filter)
         if self.batcher is not None:
             outputs = await self.batcher.submit(servable, signature, inputs)
         else:
             outputs = await self._run(servable, signature.name, inputs)
-        return servable, signature, {key: outputs[key] for key in wanted}
+        return {key: outputs[key] for key in wanted}
 
     async def _run(self, servable: Servable, signature: str, inputs: dict[str, np.ndarray]):
         loop = asyncio.get_running_loop()

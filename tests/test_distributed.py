@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from conftest import checkpoint_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
@@ -52,15 +53,6 @@ def _start_workers(model_dir, *params):
             )
         )
     return workers
-
-
-def _checkpoint(path):
-    reader = tf.train.load_checkpoint(path)
-    return {
-        name: reader.get_tensor(name)
-        for name in reader.get_variable_to_shape_map()
-        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
-    }
 
 
 def test_mirrored_meta_update_equals_single_device():
@@ -113,8 +105,8 @@ def test_two_workers_give_the_single_device_update(tmp_path):
     for worker in workers:
         _, err = worker.communicate(timeout=300)
         assert worker.returncode == 0, err[-2000:]
-    one = _checkpoint(str(tmp_path / "single" / "checkpoints" / "ckpt-1"))
-    two = _checkpoint(str(tmp_path / "multi" / "checkpoints" / "ckpt-1"))
+    one = checkpoint_values(str(tmp_path / "single" / "checkpoints" / "ckpt-1"))
+    two = checkpoint_values(str(tmp_path / "multi" / "checkpoints" / "ckpt-1"))
     assert one.keys() == two.keys()
     # Adam's moments after one update hold the meta-gradient: m = 0.1 g, v = 0.001 g^2.
     moments = [k for k in one if k.startswith("optimizer/_variables/")]

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import checkpoint_values
 
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
@@ -32,19 +33,10 @@ def _trainer(model_dir, **kwargs):
     return Trainer(model_dir=str(model_dir), **{**defaults, **kwargs})
 
 
-def _checkpoint_values(path):
-    reader = tf.train.load_checkpoint(path)
-    return {
-        name: reader.get_tensor(name)
-        for name in reader.get_variable_to_shape_map()
-        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
-    }
-
-
 def test_checkpoint_holds_every_weight_and_optimizer_slot(tmp_path):
     trainer = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw))
     trainer.train()
-    values = _checkpoint_values(trainer.manager.latest_checkpoint)
+    values = checkpoint_values(trainer.manager.latest_checkpoint)
     # theta, psi, two Adam moments each, iterations, learning rate; step + 4 early-stopping.
     assert len(values) == 3 * len(trainer.variables) + 2 + 5
     fresh = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw), seed=123)
@@ -94,8 +86,8 @@ def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path):
 
     subprocess.run(_train_command(killed), cwd=REPO, env=env, check=True, capture_output=True)
 
-    final_straight = _checkpoint_values(str(straight / "checkpoints" / "ckpt-1200"))
-    final_killed = _checkpoint_values(str(killed / "checkpoints" / "ckpt-1200"))
+    final_straight = checkpoint_values(str(straight / "checkpoints" / "ckpt-1200"))
+    final_killed = checkpoint_values(str(killed / "checkpoints" / "ckpt-1200"))
     assert final_straight.keys() == final_killed.keys()
     for name, value in final_straight.items():
         np.testing.assert_array_equal(final_killed[name], value, err_msg=name)
@@ -108,13 +100,13 @@ def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path):
 def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     good = _trainer(tmp_path, num_steps=100)
     good.train()
-    saved = _checkpoint_values(good.manager.latest_checkpoint)
+    saved = checkpoint_values(good.manager.latest_checkpoint)
 
     exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, clip_value=None)
     with pytest.raises(NonFiniteLossError, match=r"at meta-update 10[1-9].*ckpt-100 is kept"):
         exploding.train()
     assert exploding.manager.latest_checkpoint.endswith("ckpt-100")
-    after = _checkpoint_values(exploding.manager.latest_checkpoint)
+    after = checkpoint_values(exploding.manager.latest_checkpoint)
     for name, value in saved.items():
         np.testing.assert_array_equal(after[name], value)
 

@@ -39,9 +39,9 @@ def _main() -> int:
             raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
     from viable_tf.training.experiment import evaluate_run, load_run, write_json
 
-    trainer = load_run(args.model_dir, tuple(args.gin_param))
+    trainer, checkpoint_step = load_run(args.model_dir, tuple(args.gin_param))
     for k in shots:
-        record = evaluate_run(trainer, num_support=k)
+        record = evaluate_run(trainer, checkpoint_step=checkpoint_step, num_support=k)
         write_json(record, os.path.join(args.model_dir, f"eval_k{record['num_support']}.json"))
         print(json.dumps(record, indent=2))
     return 0

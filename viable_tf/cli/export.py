@@ -35,7 +35,7 @@ def _main() -> int:
     from viable_tf.export import export_saved_model
     from viable_tf.training.experiment import load_run
 
-    trainer = load_run(args.model_dir)
+    trainer, checkpoint_step = load_run(args.model_dir)
     results_path = os.path.join(args.model_dir, "results.json")
     results = {}
     if os.path.exists(results_path):
@@ -48,7 +48,7 @@ def _main() -> int:
         args.export_base,
         version=args.version,
         operative_config=config,
-        metadata={"evaluation": results, "checkpoint_step": int(trainer.best_step.numpy())},
+        metadata={"evaluation": results, "checkpoint_step": checkpoint_step},
         model_name=args.model_name,
     )
     print(f"exported {trainer.learner.method_name} to {path}")

@@ -27,7 +27,7 @@ def adapted_from_four_points(
     """
     fits = {}
     for label, model_dir in (("CAVIA", cavia_dir), ("relVIABLE", relviable_dir)):
-        trainer = load_run(model_dir)
+        trainer, _ = load_run(model_dir)
         grid = trainer.tasks.evaluation_grid(200)
         batch, params = trainer.tasks.sample(
             seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=4, query_x=grid
@@ -76,7 +76,7 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
     the inner update, per method. Returns the numbers plotted."""
     numbers = {}
     for method, model_dir in model_dirs.items():
-        trainer = load_run(model_dir)
+        trainer, _ = load_run(model_dir)
         evaluator = test_evaluator(trainer.tasks)
         num_tasks = evaluator.num_tasks
         losses = tf.function(lambda batch, learner=trainer.learner: _support_losses(learner, batch))

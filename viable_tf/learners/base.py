@@ -8,8 +8,8 @@ A learner adapts to a task from its support set and predicts on its query set:
 
 The adapted `state` is a list of tensors with a leading task axis B: the context
 phi for CAVIA and VIABLE, the per-task weights for MAML. Subclasses define only
-`initial_state`, `predict` and `inner_loss`; the inner loop (S steps of
-state <- state - alpha * d inner_loss / d state) is shared.
+`initial_state` and `predict`, and `inner_loss` where it is not the task loss; the
+inner loop (S steps of state <- state - alpha * d inner_loss / d state) is shared.
 
 Shape legend: B tasks, K support, Q query, D input dim, Y output dim.
 """
@@ -65,11 +65,12 @@ class Learner(keras.layers.Layer, abc.ABC):
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         """Predictions of the adapted model: x [B, P, D] -> y_hat [B, P, Y]."""
 
-    @abc.abstractmethod
     def inner_loss(
         self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
     ) -> tf.Tensor:
-        """The loss minimised in the inner loop, per task [B]."""
+        """The loss minimised in the inner loop, per task [B]: the true task loss unless a
+        learner says otherwise (VIABLE's is learned)."""
+        return self.support_loss(state, support_x, support_y, support_mask)
 
     def support_loss(
         self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor

@@ -52,6 +52,3 @@ class CAVIA(Learner):
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         (context,) = state
         return self.network(x, context)
-
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        return self.support_loss(state, support_x, support_y, support_mask)

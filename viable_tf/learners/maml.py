@@ -63,6 +63,3 @@ class MAML(Learner):
             *weights, context = state
             return self.network.forward(weights, x, context)
         return self.network.forward(state, x)
-
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        return self.support_loss(state, support_x, support_y, support_mask)

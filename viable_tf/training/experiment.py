@@ -32,15 +32,15 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
     }
 
 
-def evaluate_run(trainer: Trainer, *, num_support: int | None = None) -> dict:
-    """Evaluates the best checkpoint of `trainer`'s run on the fixed test tasks."""
-    best_step = trainer.restore_best()
+def evaluate_run(trainer: Trainer, *, checkpoint_step: int, num_support: int | None = None) -> dict:
+    """Evaluates the weights loaded in `trainer` (from `checkpoint_step`) on the test tasks."""
     evaluation = test_evaluator(trainer.tasks, num_support=num_support)(trainer.learner)
-    return results_dict(trainer, evaluation, best_step)
+    return results_dict(trainer, evaluation, checkpoint_step)
 
 
-def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> Trainer:
-    """Rebuilds a trained run from its operative config, with its best weights loaded.
+def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> tuple[Trainer, int]:
+    """Rebuilds a trained run from its operative config, with its best weights loaded;
+    returns the trainer and the step those weights are from.
 
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is
     not a run written by viable-train or holds no checkpoint.
@@ -60,8 +60,7 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> Trainer:
             f"{model_dir}/checkpoints/, written by viable-train"
         )
     trainer.restore()  # step, best validation MSE, ...
-    trainer.restore_best()
-    return trainer
+    return trainer, trainer.restore_best()
 
 
 def write_json(record: dict, path: str) -> None:
@@ -82,7 +81,7 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     trainer.train()
     if not trainer.chief:
         return None
-    record = evaluate_run(trainer)
+    record = evaluate_run(trainer, checkpoint_step=trainer.restore_best())
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
     record["replicas"] = trainer.strategy.num_replicas_in_sync
     write_json(record, os.path.join(model_dir, "results.json"))
