@@ -32,10 +32,12 @@ def add_gin_flags(parser: argparse.ArgumentParser) -> None:
 
 def import_configurables() -> None:
     """Imports every module that registers gin configurables."""
+    import viable_tf.evaluation.classification
     import viable_tf.evaluation.sine
     import viable_tf.learners
     import viable_tf.networks
     import viable_tf.tasks
+    import viable_tf.tasks.classification
     import viable_tf.training.trainer  # noqa: F401
 
 

@@ -32,10 +32,15 @@ class Evaluation(NamedTuple):
     per_task: np.ndarray  # [num_tasks] MSE
     inner_loss_pre: np.ndarray  # [num_tasks], inner loss before the first step
     inner_loss_post: np.ndarray  # [num_tasks], inner loss after the last step
+    metric: str = "mse"
+    higher_is_better: bool = False
 
 
 class SineEvaluator:
     """Scores a learner on a fixed set of sine tasks, in batches of `batch_size`."""
+
+    metric = "mse"
+    higher_is_better = False
 
     def __init__(
         self,

@@ -8,7 +8,13 @@ Signatures (every input has a leading task axis B; K and Q vary per request):
   adapt:           support_x, support_y, support_mask -> context [B, C]
   predict:         context [B, C], query_x [B, Q, D] -> predictions [B, Q, Y]
 K = 0 (or an all-False mask) gives the unadapted prediction. MAML adapts weights,
-not a context: its export has `serving_default` with `predictions` only.
+not a context: its export has `serving_default` only.
+
+A classifier (cross-entropy learner, N way) takes integer labels and answers
+    support_y int32 [B, K] (0..N-1) -> logits, probabilities [B, Q, N], classes int32 [B, Q]
+in place of `predictions`; a label outside 0..N-1 is INVALID_ARGUMENT. With a
+featurizer (Omniglot's frozen image encoder) x is the raw input, e.g. images
+[B, K, 105, 105, 1], and D its feature size.
 
 The graph is plain TensorFlow (the inner loop's gradient is traced into it; no
 py_function, no XLA), so the real `tensorflow_model_server` loads it unchanged.
@@ -25,6 +31,7 @@ import os
 import shutil
 import tempfile
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -37,20 +44,44 @@ CONFIG_FILE = "operative_config.gin"
 
 
 class AdaptThenPredict(tf.Module):
-    """The served routine: adapt on each task's support set, predict on its queries."""
+    """The served routine: adapt on each task's support set, predict on its queries.
 
-    def __init__(self, learner: Learner) -> None:
+    Args:
+      learner: a trained learner. A cross-entropy learner is served as a classifier:
+        integer `support_y` [B, K] (labels 0..N-1), outputs `logits`, `probabilities`
+        [B, Q, N] and `classes` [B, Q].
+      featurizer: optional frozen Keras model applied to every support and query input
+        first (e.g. Omniglot's image encoder), its output l2-normalised as the training
+        features were; `input_shape` is then the shape of one raw input.
+    """
+
+    def __init__(
+        self,
+        learner: Learner,
+        *,
+        featurizer: keras.Model | None = None,
+        input_shape: tuple[int, ...] | None = None,
+    ) -> None:
         super().__init__(name="adapt_then_predict")
+        if (featurizer is None) != (input_shape is None):
+            raise ValueError("featurizer and input_shape go together")
         self.learner = learner
-        d, y = learner.input_dim, learner.output_dim
+        self.featurizer = featurizer
+        self.classification = learner.task_loss_name == "cross_entropy"
+        self.input_shape = tuple(input_shape or (learner.input_dim,))  # one raw input
         # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
         self.has_context = isinstance(learner, CAVIA)
+        x_shape = [None, None, *self.input_shape]
+        if self.classification:
+            label = tf.TensorSpec([None, None], tf.int32, name="support_y")
+        else:
+            label = tf.TensorSpec([None, None, learner.output_dim], tf.float32, name="support_y")
         support = [
-            tf.TensorSpec([None, None, d], tf.float32, name="support_x"),
-            tf.TensorSpec([None, None, y], tf.float32, name="support_y"),
+            tf.TensorSpec(x_shape, tf.float32, name="support_x"),
+            label,
             tf.TensorSpec([None, None], tf.bool, name="support_mask"),
         ]
-        query = tf.TensorSpec([None, None, d], tf.float32, name="query_x")
+        query = tf.TensorSpec(x_shape, tf.float32, name="query_x")
         self.serving_default = tf.function(self._serve, input_signature=[*support, query])
         if self.has_context:
             context = tf.TensorSpec([None, learner.context_dim], tf.float32, name="context")
@@ -62,6 +93,28 @@ class AdaptThenPredict(tf.Module):
         if self.has_context:
             signatures.update(adapt=self.adapt, predict=self.predict)
         return signatures
+
+    def output_names(self) -> list[str]:
+        """What a prediction returns: `predictions`, or a classifier's three outputs."""
+        return ["logits", "probabilities", "classes"] if self.classification else ["predictions"]
+
+    def _features(self, x):
+        """Raw inputs [B, P, *input_shape] -> the learner's inputs [B, P, D]."""
+        if self.featurizer is None:
+            return x
+        shape = tf.shape(x)
+        flat = tf.reshape(x, [-1, *self.input_shape])  # [B*P, ...]
+        features = tf.math.l2_normalize(self.featurizer(flat, training=False), axis=-1)
+        return tf.reshape(features, [shape[0], shape[1], self.learner.input_dim])
+
+    def _outputs(self, y_hat) -> dict:
+        if not self.classification:
+            return {"predictions": y_hat}  # [B, Q, Y]
+        return {
+            "logits": y_hat,  # [B, Q, N]
+            "probabilities": tf.nn.softmax(y_hat),  # [B, Q, N]
+            "classes": tf.argmax(y_hat, axis=-1, output_type=tf.int32),  # [B, Q]
+        }
 
     def _check_support(self, support_x, support_y, support_mask):
         shape_x, shape_y = tf.shape(support_x), tf.shape(support_y)
@@ -75,25 +128,37 @@ class AdaptThenPredict(tf.Module):
                 message="support_mask must be [B, K] like support_x",
             ),
         ]
-        with tf.control_dependencies(checks):
-            return (
-                tf.debugging.check_numerics(support_x, "support_x must be finite"),
-                tf.debugging.check_numerics(support_y, "support_y must be finite"),
-                tf.identity(support_mask),
+        if self.classification:
+            n = self.learner.output_dim
+            in_range = tf.logical_and(support_y >= 0, support_y < n)
+            checks.append(
+                tf.debugging.assert_equal(
+                    tf.reduce_all(tf.logical_or(in_range, tf.logical_not(support_mask))),
+                    True,
+                    message=f"support_y must hold class labels 0..{n - 1}",
+                )
             )
+        with tf.control_dependencies(checks):
+            support_x = tf.debugging.check_numerics(support_x, "support_x must be finite")
+            if not self.classification:
+                support_y = tf.debugging.check_numerics(support_y, "support_y must be finite")
+            else:
+                # masked points may hold any label; keep them in range for the loss
+                support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
+            return self._features(support_x), support_y, tf.identity(support_mask)
 
     def _check_query(self, query_x, batch_size):
         check = tf.debugging.assert_equal(
             tf.shape(query_x)[0], batch_size, message="query_x must have the support's B"
         )
         with tf.control_dependencies([check]):
-            return tf.debugging.check_numerics(query_x, "query_x must be finite")
+            return self._features(tf.debugging.check_numerics(query_x, "query_x must be finite"))
 
     def _serve(self, support_x, support_y, support_mask, query_x):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
         query_x = self._check_query(query_x, tf.shape(support_x)[0])
         state = self.learner.adapt(support_x, support_y, support_mask)
-        outputs = {"predictions": self.learner.predict(state, query_x)}  # [B, Q, Y]
+        outputs = self._outputs(self.learner.predict(state, query_x))
         if self.has_context:
             outputs["context"] = state[0]  # [B, C]
         return outputs
@@ -106,7 +171,7 @@ class AdaptThenPredict(tf.Module):
     def _predict(self, context, query_x):
         context = tf.debugging.check_numerics(context, "context must be finite")
         query_x = self._check_query(query_x, tf.shape(context)[0])
-        return {"predictions": self.learner.predict([context], query_x)}  # [B, Q, Y]
+        return self._outputs(self.learner.predict([context], query_x))
 
 
 def next_version(export_base: str) -> int:
@@ -124,15 +189,22 @@ def warmup_requests(module: AdaptThenPredict, *, model_name: str) -> list:
     learner = module.learner
     rng = np.random.default_rng(0)
     records = []
+    raw_images = module.featurizer is not None  # e.g. Omniglot: values 0..1
     for k in (10, 0):
+        if module.classification:
+            support_y = (np.arange(k) % learner.output_dim).astype(np.int32)[None]
+        else:
+            support_y = rng.normal(size=(1, k, learner.output_dim)).astype(np.float32)
+        low, high = (0.0, 1.0) if raw_images else (-5.0, 5.0)
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
         request.model_spec.signature_name = "serving_default"
+        queries = 10 if raw_images else 100
         inputs = {
-            "support_x": rng.uniform(-5, 5, (1, k, learner.input_dim)).astype(np.float32),
-            "support_y": rng.normal(size=(1, k, learner.output_dim)).astype(np.float32),
+            "support_x": rng.uniform(low, high, (1, k, *module.input_shape)).astype(np.float32),
+            "support_y": support_y,
             "support_mask": np.ones((1, k), bool),
-            "query_x": rng.uniform(-5, 5, (1, 100, learner.input_dim)).astype(np.float32),
+            "query_x": rng.uniform(low, high, (1, queries, *module.input_shape)).astype(np.float32),
         }
         for name, value in inputs.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
@@ -152,6 +224,8 @@ def export_saved_model(
     operative_config: str = "",
     metadata: dict | None = None,
     model_name: str = "viable",
+    featurizer: keras.Model | None = None,
+    input_shape: tuple[int, ...] | None = None,
 ) -> str:
     """Writes BASE/<version>/ atomically (a finished folder appears at once) and returns it.
 
@@ -165,7 +239,7 @@ def export_saved_model(
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists; expected a new version number")
     os.makedirs(export_base, exist_ok=True)
-    module = AdaptThenPredict(learner)
+    module = AdaptThenPredict(learner, featurizer=featurizer, input_shape=input_shape)
     staging = tempfile.mkdtemp(prefix=f".{version}-", dir=export_base)
     try:
         tf.saved_model.save(module, staging, signatures=module.signatures())
@@ -175,7 +249,8 @@ def export_saved_model(
             f.write(operative_config)
         description = {
             "method": learner.method_name,
-            "task": "regression",
+            "task": "classification" if module.classification else "regression",
+            "input_shape": list(module.input_shape),
             "input_dim": learner.input_dim,
             "output_dim": learner.output_dim,
             "context_dim": getattr(learner, "context_dim", 0),

@@ -71,34 +71,52 @@ class EpisodeSampler:
         self._members = tf.constant(members)
         self._counts = tf.constant(counts.astype(np.int32))
 
+    def with_shots(self, num_shots: int) -> EpisodeSampler:
+        """The same classes and examples, K = `num_shots` (e.g. testing at 1..9 shots)."""
+        other = object.__new__(EpisodeSampler)
+        other.__dict__.update(self.__dict__)
+        needed = num_shots + self.num_queries
+        if num_shots < 0 or int(self._counts.numpy().min()) < needed:
+            raise ValueError(
+                f"{num_shots}-shot episodes with {self.num_queries} queries per class need "
+                f"{needed} examples per class; the smallest class has "
+                f"{int(self._counts.numpy().min())}"
+            )
+        other.num_shots = num_shots
+        return other
+
+    def sample_batch(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
+        """B episodes as a pure function of `seed` [2], with a leading axis B.
+
+        Returns support_x [B, N*K, E], support_y int32 [B, N*K], query_x [B, N*V, E],
+        query_y int32 [B, N*V]; the mask is all True (every episode has N*K points).
+        """
+        n, k, v = self.num_ways, self.num_shots, self.num_queries
+        b = batch_size
+        class_seed, example_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        # A random permutation of the classes per episode; label i is chosen[:, i], so
+        # classes are relabelled in random order.
+        order = tf.argsort(tf.random.stateless_uniform([b, len(self.classes)], class_seed))
+        chosen = order[:, :n]  # [B, N]
+        members = tf.gather(self._members, chosen)  # [B, N, M], padded with -1
+        scores = tf.random.stateless_uniform(tf.shape(members), example_seed)  # [B, N, M]
+        valid = tf.range(tf.shape(members)[2]) < tf.gather(self._counts, chosen)[..., None]
+        scores = tf.where(valid, scores, 2.0)  # padding sorts last
+        picks = tf.argsort(scores, axis=2)[..., : k + v]  # [B, N, K + V], no replacement
+        rows = tf.gather(members, picks, batch_dims=2)  # [B, N, K + V]
+        x = tf.gather(self._embeddings, rows)  # [B, N, K + V, E]
+        y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [b, n, k + v])
+        return TaskBatch(
+            support_x=tf.reshape(x[:, :, :k], [b, n * k, self.input_dim]),
+            support_y=tf.reshape(y[:, :, :k], [b, n * k]),
+            support_mask=tf.ones([b, n * k], tf.bool),
+            query_x=tf.reshape(x[:, :, k:], [b, n * v, self.input_dim]),
+            query_y=tf.reshape(y[:, :, k:], [b, n * v]),
+        )
+
     def sample(self, seed: tf.Tensor) -> TaskBatch:
         """One episode as a pure function of `seed` [2]: x [N*K, E], labels int32 [N*K]."""
-        n, k, v = self.num_ways, self.num_shots, self.num_queries
-        class_seed, example_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-        order = tf.argsort(
-            tf.random.stateless_uniform([len(self.classes)], class_seed)
-        )  # a random permutation of the classes
-        chosen = order[:n]  # [N]; label i is chosen[i]: classes relabelled in random order
-        scores = tf.random.stateless_uniform(
-            tf.shape(tf.gather(self._members, chosen)), example_seed
-        )
-        valid = (
-            tf.range(tf.shape(self._members)[1])[None, :] < tf.gather(self._counts, chosen)[:, None]
-        )
-        scores = tf.where(valid, scores, 2.0)  # padding sorts last
-        picks = tf.argsort(scores, axis=1)[:, : k + v]  # [N, K + V], without replacement
-        rows = tf.gather(tf.gather(self._members, chosen), picks, batch_dims=1)  # [N, K + V]
-        x = tf.gather(self._embeddings, rows)  # [N, K + V, E]
-        y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [n, k + v])  # [N, K + V]
-        support_x = tf.reshape(x[:, :k], [n * k, self.input_dim])  # [N*K, E]
-        query_x = tf.reshape(x[:, k:], [n * v, self.input_dim])  # [N*V, E]
-        return TaskBatch(
-            support_x=support_x,
-            support_y=tf.reshape(y[:, :k], [n * k]),
-            support_mask=tf.ones([n * k], tf.bool),
-            query_x=query_x,
-            query_y=tf.reshape(y[:, k:], [n * v]),
-        )
+        return TaskBatch(*(t[0] for t in self.sample_batch(seed, 1)))
 
     def dataset(self, batch_size: int, seed: int, *, num_episodes: int | None = None):
         """tf.data of TaskBatch with a leading axis B; episode i comes from seed (seed, i).

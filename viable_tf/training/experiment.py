@@ -8,7 +8,8 @@ import time
 
 import gin
 
-from viable_tf.evaluation.sine import Evaluation, test_evaluator
+from viable_tf.evaluation.protocols import test_protocol
+from viable_tf.evaluation.sine import Evaluation
 from viable_tf.training.trainer import Trainer
 
 
@@ -17,14 +18,14 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
     learner = trainer.learner
     return {
         "method": learner.method_name,
-        "metric": "mse",
+        "metric": evaluation.metric,
         "mean": evaluation.mean,
         "ci95": evaluation.ci95,
         "num_tasks": evaluation.num_tasks,
         "num_support": evaluation.num_support,
         "context_dim": getattr(learner, "context_dim", 0),
         "checkpoint_step": best_step,
-        "best_validation_mse": float(trainer.best_val.numpy()),
+        f"best_validation_{evaluation.metric}": float(trainer.best_val.numpy()),
         "steps_trained": int(trainer.step.numpy()),
         "seed": trainer.seed,
         "inner_loss_pre": float(evaluation.inner_loss_pre.mean()),
@@ -34,7 +35,7 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
 
 def evaluate_run(trainer: Trainer, *, checkpoint_step: int, num_support: int | None = None) -> dict:
     """Evaluates the weights loaded in `trainer` (from `checkpoint_step`) on the test tasks."""
-    evaluation = test_evaluator(trainer.tasks, num_support=num_support)(trainer.learner)
+    evaluation = test_protocol(trainer.tasks, num_support=num_support)(trainer.learner)
     return results_dict(trainer, evaluation, checkpoint_step)
 
 

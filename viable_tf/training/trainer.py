@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 from tqdm import tqdm
 
-from viable_tf.evaluation.sine import validation_evaluator
+from viable_tf.evaluation.protocols import validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.tasks.sine import SineTasks, seed_for
 from viable_tf.training import summaries
@@ -89,7 +89,7 @@ class Trainer:
         self,
         *,
         model_dir: str,
-        tasks: SineTasks = gin.REQUIRED,
+        tasks=gin.REQUIRED,
         learner=gin.REQUIRED,
         num_steps: int = 50_000,
         meta_batch_size: int = 25,
@@ -142,6 +142,9 @@ class Trainer:
         self.figure_every = figure_every
         self.show_progress = show_progress and self.chief
 
+        self.validate = validation_protocol(tasks)
+        # Early stopping keeps the best validation metric: lowest MSE, highest accuracy.
+        self._sign = -1.0 if self.validate.higher_is_better else 1.0
         keras.utils.set_random_seed(seed)
         with self.strategy.scope():  # every variable, the optimizer's too, is mirrored
             self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
@@ -152,7 +155,7 @@ class Trainer:
             self.optimizer = keras.optimizers.Adam(self.lr_schedule)
             self.optimizer.build(self.variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            self.best_val = tf.Variable(math.inf, trainable=False, name="best_val")
+            self.best_val = tf.Variable(self._sign * math.inf, trainable=False, name="best_val")
             self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")
             self.evals_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
             self.stopped_early = tf.Variable(False, trainable=False)
@@ -181,7 +184,6 @@ class Trainer:
         self._train_chunk = tf.function(
             self._run_meta_updates, jit_compile=jit_compile and not distributed
         )
-        self.validate = validation_evaluator(tasks)
 
     # -- the compiled part -------------------------------------------------------
 
@@ -294,7 +296,8 @@ class Trainer:
                 tf.summary.scalar("train/meta_updates_per_second", int(ran) / seconds, step=step)
                 postfix = {"meta_loss": f"{mean_loss:.4f}"}
                 if step % self.eval_every == 0 or step == self.num_steps:
-                    postfix["val_mse"] = f"{self._validate_and_checkpoint(step):.4f}"
+                    value = self._validate_and_checkpoint(step)
+                    postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
                 bar.set_postfix(postfix, refresh=False)
             bar.close()
             if self.chief:
@@ -317,10 +320,10 @@ class Trainer:
 
     def _validate_and_checkpoint(self, step: int) -> float:
         result = self.validate(self.learner)
-        tf.summary.scalar("validation/mse", result.mean, step=step)
+        tf.summary.scalar(f"validation/{result.metric}", result.mean, step=step)
         tf.summary.scalar("validation/inner_loss_pre", result.inner_loss_pre.mean(), step=step)
         tf.summary.scalar("validation/inner_loss_post", result.inner_loss_post.mean(), step=step)
-        if result.mean < float(self.best_val.numpy()):
+        if self._sign * result.mean < self._sign * float(self.best_val.numpy()):
             self.best_val.assign(result.mean)
             self.best_step.assign(step)
             self.evals_since_best.assign(0)
@@ -329,7 +332,8 @@ class Trainer:
             self.evals_since_best.assign_add(1)
             if self.patience is not None and int(self.evals_since_best.numpy()) >= self.patience:
                 self.stopped_early.assign(True)
-        if self.chief and self.figure_every and step % self.figure_every == 0:
+        sine = isinstance(self.tasks, SineTasks)
+        if self.chief and sine and self.figure_every and step % self.figure_every == 0:
             summaries.adapted_fits(self.learner, self.tasks, step)
         self.manager.save(checkpoint_number=step)
         return result.mean

@@ -1,0 +1,147 @@
+"""A tensorflow-datasets builder over the LEO embedding pickles (SPEC §5).
+
+The files cannot be downloaded by the builder: the user places them in a manual
+directory, in LEO's layout, and the builder reads them with the safe unpickler:
+
+    <manual_dir>/<dataset>/<view>/<train|val|test>_embeddings.pkl
+
+Configs: `mini_imagenet_center`, `mini_imagenet_multiview` (640-d, LEO's
+Mini-ImageNet), and `omniglot_center` (the features `viable-omniglot` writes in
+the same format). Every example keeps its class and image ids; embeddings are
+l2-normalised as LEO does.
+
+    builder = LeoEmbeddings(config="mini_imagenet_center", data_dir=TFDS_DIR)
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        manual_dir=ROOT))
+    embeddings, classes = load_split(builder, "train")
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from viable_tf.datasets.leo_pickle import load_embeddings
+
+SPLITS = ("train", "val", "test")
+
+
+def embeddings_path(root: str, dataset: str, view: str, split: str) -> str:
+    """Where LEO's layout keeps one split's pickle."""
+    return os.path.join(root, dataset, view, f"{split}_embeddings.pkl")
+
+
+class LeoEmbeddingsConfig(tfds.core.BuilderConfig):
+    """One dataset and view of the LEO layout."""
+
+    def __init__(self, *, dataset: str, view: str, embedding_dim: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.dataset = dataset  # the folder under the manual dir, e.g. "miniImageNet"
+        self.view = view  # "center" or "multiview"
+        self.embedding_dim = embedding_dim  # E
+
+
+class LeoEmbeddings(tfds.core.GeneratorBasedBuilder):
+    """Embeddings of few-shot classification images, one example per image."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "LEO's pickles, l2-normalised, with class and image ids."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = (
+        "Download LEO's embeddings (github.com/deepmind/leo, embeddings.tar.gz) and unpack "
+        "them so that the manual dir holds miniImageNet/<center|multiview>/"
+        "<train|val|test>_embeddings.pkl. For Omniglot, point it at the features "
+        "folder written by viable-omniglot."
+    )
+    BUILDER_CONFIGS = [
+        LeoEmbeddingsConfig(
+            name="mini_imagenet_center",
+            dataset="miniImageNet",
+            view="center",
+            embedding_dim=640,
+            description="Mini-ImageNet, WRN-28-10 features of the central crop.",
+        ),
+        LeoEmbeddingsConfig(
+            name="mini_imagenet_multiview",
+            dataset="miniImageNet",
+            view="multiview",
+            embedding_dim=640,
+            description="Mini-ImageNet, WRN-28-10 features averaged over crops and flips.",
+        ),
+        LeoEmbeddingsConfig(
+            name="omniglot_center",
+            dataset="omniglot",
+            view="center",
+            embedding_dim=64,
+            description="Omniglot features of viable-omniglot's encoder (SPEC §6).",
+        ),
+    ]
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(
+                {
+                    "embedding": tfds.features.Tensor(
+                        shape=(self.builder_config.embedding_dim,), dtype=np.float32
+                    ),
+                    "class_id": tfds.features.Text(),
+                    "image_id": tfds.features.Text(),
+                    "key": tfds.features.Text(),
+                }
+            ),
+            supervised_keys=("embedding", "class_id"),
+            homepage="https://github.com/deepmind/leo",
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+        config = self.builder_config
+        root = os.fspath(dl_manager.manual_dir)
+        return {
+            split: self._generate_examples(
+                embeddings_path(root, config.dataset, config.view, split)
+            )
+            for split in SPLITS
+        }
+
+    def _generate_examples(self, path: str):
+        data = load_embeddings(path)  # ValueError naming the file if missing or malformed
+        dim = self.builder_config.embedding_dim
+        if data.embeddings.shape[1] != dim:
+            raise ValueError(
+                f"{path}: embeddings are {data.embeddings.shape[1]}-dimensional; config "
+                f"{self.builder_config.name} expects {dim}"
+            )
+        for key, embedding, class_id, image_id in zip(
+            data.keys, data.embeddings, data.classes, data.images, strict=True
+        ):
+            yield (
+                key,
+                {
+                    "embedding": embedding,
+                    "class_id": class_id,
+                    "image_id": image_id,
+                    "key": key,
+                },
+            )
+
+
+def prepare(config: str, *, manual_dir: str, data_dir: str) -> LeoEmbeddings:
+    """The builder for `config`, its TFDS files generated from `manual_dir` if not yet."""
+    if not os.path.isdir(manual_dir):
+        raise ValueError(
+            f"embeddings directory {manual_dir} does not exist; expected the LEO layout "
+            "<dir>/<dataset>/<view>/<train|val|test>_embeddings.pkl"
+        )
+    builder = LeoEmbeddings(config=config, data_dir=data_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+    )
+    return builder
+
+
+def load_split(builder: LeoEmbeddings, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """All of a split at once: (embeddings float32 [n, E], class ids [n] as str)."""
+    everything = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
+    classes = np.array([c.decode() for c in everything["class_id"]])
+    return everything["embedding"], classes

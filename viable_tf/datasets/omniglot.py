@@ -1,0 +1,162 @@
+"""Omniglot images (SPEC §6): read from the zips, split by alphabet, encoded to features.
+
+The two background-set zips are read by path, never copied into the project. Their
+union is 8 alphabets, 242 characters, 20 drawings each (Greek and Latin are in both
+zips, identical, and counted once). Classes are split by alphabet, fixed.
+
+The image encoder is trained by plain supervised classification of the meta-train
+characters only (Keras `fit`), then frozen; the features of every image are written
+in LEO's pickle format and layout, so the classification pipeline reads them exactly
+as it reads Mini-ImageNet's:
+
+    <features_dir>/omniglot/center/<train|val|test>_embeddings.pkl
+
+Shape legend: n images, H = W = 105 pixels (28 after preprocessing), E feature size.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import sys
+import zipfile
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+ZIPS = ("images_background_small1.zip", "images_background_small2.zip")
+ALPHABETS = {
+    "train": ("Korean", "Japanese_(katakana)", "Sanskrit", "Balinese"),
+    "val": ("Greek", "Early_Aramaic"),
+    "test": ("Latin", "Tagalog"),
+}
+IMAGE_SHAPE = (105, 105, 1)  # as read from the PNG: float32 0..1, white background = 1
+ENCODED_SIZE = 28  # images are downsampled to 28 x 28 before the encoder
+FEATURE_DIM = 64  # E
+
+
+@dataclass(frozen=True)
+class OmniglotSplit:
+    images: np.ndarray  # float32 [n, 105, 105, 1], 0..1, white background = 1
+    classes: list[str]  # [n], "<alphabet>.<character>"
+    image_ids: list[str]  # [n], the PNG's name without "_" and extension
+
+
+def read_omniglot(data_dir: str) -> dict[str, OmniglotSplit]:
+    """The three class-disjoint splits, from the zips in `data_dir`."""
+    missing = [z for z in ZIPS if not os.path.isfile(os.path.join(data_dir, z))]
+    if missing:
+        raise ValueError(
+            f"{data_dir} lacks {', '.join(missing)}; expected Omniglot's "
+            f"{' and '.join(ZIPS)} (see SPEC §6)"
+        )
+    split_of = {alphabet: split for split, names in ALPHABETS.items() for alphabet in names}
+    found: dict[tuple[str, str, str], bytes] = {}
+    for name in ZIPS:
+        with zipfile.ZipFile(os.path.join(data_dir, name)) as archive:
+            for entry in archive.namelist():
+                parts = entry.split("/")
+                if len(parts) != 4 or not parts[3].endswith(".png"):
+                    continue
+                _, alphabet, character, filename = parts
+                if alphabet in split_of:  # Greek and Latin appear twice: kept once
+                    found.setdefault((alphabet, character, filename), archive.read(entry))
+    splits = {}
+    for split, alphabets in ALPHABETS.items():
+        keys = sorted(k for k in found if k[0] in alphabets)
+        absent = sorted(set(alphabets) - {k[0] for k in keys})
+        if absent:
+            raise ValueError(f"{data_dir}: no images of {', '.join(absent)} in the zips")
+        images = np.stack([_decode_png(found[k]) for k in keys])
+        splits[split] = OmniglotSplit(
+            images=images,
+            classes=[f"{a}.{c}" for a, c, _ in keys],
+            image_ids=[f.removesuffix(".png").replace("_", ".") for _, _, f in keys],
+        )
+    return splits
+
+
+def _decode_png(data: bytes) -> np.ndarray:
+    image = tf.io.decode_png(data, channels=1)  # uint8 [105, 105, 1], 0 or 255
+    if tuple(image.shape) != IMAGE_SHAPE:
+        raise ValueError(f"expected a 105x105 Omniglot PNG, got {list(image.shape)}")
+    return image.numpy().astype(np.float32) / 255.0
+
+
+@keras.saving.register_keras_serializable(package="viable_tf")
+class OmniglotPreprocessing(keras.layers.Layer):
+    """Images as read (0..1, white background = 1) -> strokes = 1 at 28 x 28."""
+
+    def call(self, images):
+        strokes = 1.0 - images  # [n, 105, 105, 1]
+        return tf.image.resize(strokes, [ENCODED_SIZE, ENCODED_SIZE], method="area")
+
+
+def build_encoder(feature_dim: int = FEATURE_DIM) -> keras.Model:
+    """Preprocessing + four conv blocks (64 filters, BN, ReLU, max-pool) -> [n, E]."""
+    inputs = keras.Input(IMAGE_SHAPE, name="images")
+    h = OmniglotPreprocessing(name="preprocessing")(inputs)
+    for i in range(4):
+        h = keras.layers.Conv2D(feature_dim, 3, padding="same", name=f"conv_{i}")(h)
+        h = keras.layers.BatchNormalization(name=f"bn_{i}")(h)
+        h = keras.layers.ReLU(name=f"relu_{i}")(h)
+        h = keras.layers.MaxPooling2D(2, name=f"pool_{i}")(h)  # 28 -> 14 -> 7 -> 3 -> 1
+    features = keras.layers.Flatten(name="features")(h)  # [n, E]
+    return keras.Model(inputs, features, name="omniglot_encoder")
+
+
+def train_encoder(
+    split: OmniglotSplit, *, epochs: int, seed: int = 0, verbose: int | None = None
+) -> tuple[keras.Model, dict]:
+    """Supervised classification of the meta-train characters; returns (encoder, history).
+
+    Small random shifts and rotations of the drawings are the only augmentation. The
+    encoder's weights are then frozen for everything downstream.
+    """
+    keras.utils.set_random_seed(seed)
+    names = sorted(set(split.classes))
+    labels = np.array([names.index(c) for c in split.classes], np.int32)
+    encoder = build_encoder()
+    augment = keras.Sequential(
+        [
+            keras.layers.RandomTranslation(0.1, 0.1, fill_mode="constant", fill_value=1.0),
+            keras.layers.RandomRotation(0.04, fill_mode="constant", fill_value=1.0),
+        ],
+        name="augment",
+    )
+    inputs = keras.Input(IMAGE_SHAPE)
+    logits = keras.layers.Dense(len(names), name="classifier")(encoder(augment(inputs)))
+    classifier = keras.Model(inputs, logits)
+    classifier.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    history = classifier.fit(
+        split.images,
+        labels,
+        batch_size=64,
+        epochs=epochs,
+        shuffle=True,
+        verbose=(1 if sys.stdout.isatty() else 2) if verbose is None else verbose,
+    )
+    encoder.trainable = False
+    return encoder, {key: [float(v) for v in values] for key, values in history.history.items()}
+
+
+def encode(encoder: keras.Model, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    """Frozen features of `images` [n, 105, 105, 1] -> float32 [n, E] (not normalised)."""
+    return encoder.predict(images, batch_size=batch_size, verbose=0).astype(np.float32)
+
+
+def write_leo_pickle(path: str, features: np.ndarray, split: OmniglotSplit) -> None:
+    """Writes one split in LEO's format: keys `omniglot-<class>-<class>_<image>`."""
+    keys = [f"omniglot-{c}-{c}_{i}" for c, i in zip(split.classes, split.image_ids, strict=True)]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    buffer = io.BytesIO()
+    pickle.dump({"embeddings": features, "keys": keys}, buffer, protocol=2)
+    with open(path, "wb") as f:
+        f.write(buffer.getvalue())

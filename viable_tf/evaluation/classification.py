@@ -1,0 +1,103 @@
+"""Few-shot classification evaluation (SPEC §5): accuracy over fixed, seeded episodes.
+
+Each episode is adapted on its N*K support examples and scored by its accuracy on
+its N*V queries; the result is the mean over episodes with a Student-t 95%
+confidence interval. Episodes come from a seeded tf.data pipeline over the split's
+classes, so the same checkpoint always gets the same number, and testing at
+another K (trained at 5 shots, tested at 1..9) uses the same classes and seeds.
+
+Shape legend: B episodes, P points (N*K or N*V), N way.
+"""
+
+from __future__ import annotations
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.evaluation.sine import TEST_SEED, VALIDATION_SEED, Evaluation
+from viable_tf.evaluation.statistics import mean_confidence_interval
+from viable_tf.learners.base import Learner
+from viable_tf.tasks.classification import FewShotEpisodes
+from viable_tf.tasks.episodes import EpisodeSampler
+
+
+class ClassificationEvaluator:
+    """Scores a learner on `num_episodes` fixed episodes of a sampler, B at a time."""
+
+    metric = "accuracy"
+    higher_is_better = True
+
+    def __init__(
+        self, sampler: EpisodeSampler, *, num_episodes: int, seed: int, batch_size: int = 50
+    ) -> None:
+        if num_episodes < 1:
+            raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
+        self.sampler = sampler
+        self.num_episodes = num_episodes
+        self.num_support = sampler.num_shots  # K per class
+        self.dataset = sampler.dataset(
+            min(batch_size, num_episodes), seed, num_episodes=num_episodes
+        )
+        self._learner: Learner | None = None
+        self._score_batch = None
+
+    def __call__(self, learner: Learner) -> Evaluation:
+        if learner is not self._learner:  # trace once per learner, not per call
+            self._learner = learner
+            self._score_batch = tf.function(
+                lambda batch: _score_batch(learner, batch), reduce_retracing=True
+            )
+        accuracy, pre, post = [], [], []
+        for batch in self.dataset:
+            scores = self._score_batch(batch)
+            for values, out in zip(scores, (accuracy, pre, post), strict=True):
+                out.append(values.numpy())
+        per_task = np.concatenate(accuracy)
+        summary = mean_confidence_interval(per_task)
+        return Evaluation(
+            mean=summary.mean,
+            ci95=summary.ci95,
+            num_tasks=self.num_episodes,
+            num_support=self.num_support,
+            per_task=per_task,
+            inner_loss_pre=np.concatenate(pre),
+            inner_loss_post=np.concatenate(post),
+            metric=self.metric,
+            higher_is_better=self.higher_is_better,
+        )
+
+
+def _score_batch(learner: Learner, batch):
+    """Query accuracy per episode [B], and the inner loss before and after adaptation."""
+    state, inner_losses = learner.adapt(
+        batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
+    )
+    logits = learner.predict(state, batch.query_x)  # [B, N*V, N]
+    correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), batch.query_y)
+    accuracy = tf.reduce_mean(tf.cast(correct, tf.float32), axis=1)  # [B]
+    post = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
+    pre = inner_losses[0] if learner.num_inner_steps else post
+    return accuracy, pre, post
+
+
+@gin.configurable
+def classification_test_evaluator(
+    tasks: FewShotEpisodes,
+    *,
+    num_episodes: int = 1000,
+    num_shots: int | None = None,
+    seed: int = TEST_SEED,
+) -> ClassificationEvaluator:
+    """The test protocol: `num_episodes` test-split episodes at K = `num_shots`
+    (default: the training K)."""
+    sampler = tasks.test if num_shots is None else tasks.test.with_shots(num_shots)
+    return ClassificationEvaluator(sampler, num_episodes=num_episodes, seed=seed)
+
+
+@gin.configurable
+def classification_validation_evaluator(
+    tasks: FewShotEpisodes, *, num_episodes: int = 500, seed: int = VALIDATION_SEED
+) -> ClassificationEvaluator:
+    """Meta-validation for early stopping: fixed episodes of the validation split."""
+    return ClassificationEvaluator(tasks.validation, num_episodes=num_episodes, seed=seed)

@@ -1,0 +1,272 @@
+"""viable-omniglot: the classification pipeline end to end on real Omniglot images (SPEC §6).
+
+    viable-omniglot [--data_dir=../shared/data/omniglot] --work_dir=W [--num_steps=N]
+
+Stages, each skipped when its output exists (rerun the command to resume):
+  1. encoder   train the image encoder on the meta-train characters (Keras fit), freeze
+               it, write the features of all 242 characters in LEO's pickle format:
+               W/encoder/encoder.keras, W/features/omniglot/center/<split>_embeddings.pkl
+  2. train     meta-train and test each method x setting (gin/omniglot/*.gin):
+               W/runs/<method>_<N>way<K>shot/ (results.json: accuracy, 95% CI)
+  3. sweep     the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
+  4. export    each model with the frozen encoder in front, taking images as read
+               (float32 [B, K, 105, 105, 1], 0..1): W/export/<method>_<N>way<K>shot/<v>/
+Then W/results.json and W/results.md hold every number with the wall-clock times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from viable_tf.cli.common import UsageError, run_main
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GIN_DIR = os.path.join(REPO, "gin", "omniglot")
+DEFAULT_DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
+METHODS = ("cavia", "simviable", "relviable")
+SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
+SWEEP_SHOTS = tuple(range(1, 10))
+LABELS = {"cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE", "maml": "MAML"}
+
+
+def _load(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _dump(record: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+
+
+def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) -> dict:
+    """Stage 1: the encoder and the features, written once."""
+    from viable_tf.datasets import omniglot
+    from viable_tf.datasets.leo_tfds import embeddings_path
+
+    features_dir = os.path.join(work_dir, "features")
+    encoder_dir = os.path.join(work_dir, "encoder")
+    info_path = os.path.join(encoder_dir, "encoder.json")
+    if os.path.exists(info_path):
+        return _load(info_path)
+    start = time.perf_counter()
+    splits = omniglot.read_omniglot(data_dir)
+    counts = {s: len(set(split.classes)) for s, split in splits.items()}
+    print(f"Omniglot characters per split: {counts} (meta-train only for the encoder)")
+    encoder, history = omniglot.train_encoder(splits["train"], epochs=epochs, seed=seed)
+    os.makedirs(encoder_dir, exist_ok=True)
+    encoder.save(os.path.join(encoder_dir, "encoder.keras"))
+    for name, split in splits.items():
+        path = embeddings_path(features_dir, "omniglot", "center", name)
+        omniglot.write_leo_pickle(path, omniglot.encode(encoder, split.images), split)
+    info = {
+        "characters": counts,
+        "images": {s: len(split.classes) for s, split in splits.items()},
+        "epochs": epochs,
+        "final_train_accuracy": history["accuracy"][-1],
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    _dump(info, info_path)
+    return info
+
+
+def _subprocess(command: list[str], log_path: str) -> None:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    with open(log_path, "a") as log:
+        result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if result.returncode:
+        raise RuntimeError(f"{' '.join(command[:2])} failed; see {log_path}")
+
+
+def train(work_dir: str, run: str, params: list[str]) -> float:
+    """Stage 2 for one run (skipped if done); returns its wall-clock seconds."""
+    model_dir = os.path.join(work_dir, "runs", run)
+    results = os.path.join(model_dir, "results.json")
+    if os.path.exists(results):
+        return _load(results).get("train_and_eval_seconds", 0.0)
+    os.makedirs(model_dir, exist_ok=True)
+    bin_dir = os.path.dirname(sys.executable)
+    features = os.path.join(work_dir, "features")
+    command = [
+        os.path.join(bin_dir, "viable-train"),
+        f"--gin_file={os.path.join(GIN_DIR, run + '.gin')}",
+        f"--gin_param=DATA_DIR={features!r}",
+        *(f"--gin_param={p}" for p in params),
+        "--gin_param=Trainer.show_progress=False",
+        f"--model_dir={model_dir}",
+    ]
+    start = time.perf_counter()
+    _subprocess(command, os.path.join(model_dir, "log.txt"))
+    return time.perf_counter() - start
+
+
+def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
+    """Stage 3 for one 5-shot run: test at every K in `shots` (skipped where done)."""
+    model_dir = os.path.join(work_dir, "runs", run)
+    missing = [k for k in shots if not os.path.exists(os.path.join(model_dir, f"eval_k{k}.json"))]
+    if missing:
+        command = [
+            os.path.join(os.path.dirname(sys.executable), "viable-eval"),
+            f"--model_dir={model_dir}",
+            f"--num_support={','.join(map(str, missing))}",
+            f"--gin_param=DATA_DIR={os.path.join(work_dir, 'features')!r}",
+        ]
+        _subprocess(command, os.path.join(model_dir, "log.txt"))
+
+
+def export(work_dir: str, run: str) -> str:
+    """Stage 4 for one run: the model with the frozen encoder, as a served version."""
+    import keras
+
+    from viable_tf.datasets import omniglot
+    from viable_tf.export import export_saved_model
+    from viable_tf.training.experiment import load_run
+
+    base = os.path.join(work_dir, "export", run)
+    if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
+        return base
+    model_dir = os.path.join(work_dir, "runs", run)
+    features = os.path.join(work_dir, "features")
+    trainer, step = load_run(model_dir, (f"DATA_DIR={features!r}",))
+    encoder = keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
+    with open(os.path.join(model_dir, "operative_config.gin")) as f:
+        config = f.read()
+    return export_saved_model(
+        trainer.learner,
+        base,
+        operative_config=config,
+        metadata={
+            "evaluation": _load(os.path.join(model_dir, "results.json")),
+            "checkpoint_step": step,
+            "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
+        },
+        model_name=run,
+        featurizer=encoder,
+        input_shape=omniglot.IMAGE_SHAPE,
+    )
+
+
+def _cell(record: dict) -> str:
+    return f"{100 * record['mean']:.1f} ± {100 * record['ci95']:.1f}"
+
+
+def report(summary: dict) -> str:
+    """Markdown tables: accuracy by method x setting, and the 1..9-shot sweep."""
+    settings, methods = summary["settings"], summary["methods"]
+    runs = summary["runs"]
+    lines = ["### Omniglot test accuracy (%), mean ± 95% CI", ""]
+    lines.append("| method | " + " | ".join(settings) + " |")
+    lines.append("|---|" + "---:|" * len(settings))
+    for method in methods:
+        cells = [_cell(runs[f"{method}_{s}"]) for s in settings]
+        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+    sweeps = {m: runs[f"{m}_5way5shot"].get("by_shots") for m in methods}
+    if any(sweeps.values()):
+        shots = summary["sweep_shots"]
+        lines += ["", "### Trained 5-way 5-shot, tested at K shots: accuracy (%)", ""]
+        lines.append("| method | " + " | ".join(f"K = {k}" for k in shots) + " |")
+        lines.append("|---|" + "---:|" * len(shots))
+        for method, by_shots in sweeps.items():
+            if by_shots:
+                cells = " | ".join(_cell(by_shots[str(k)]) for k in shots)
+                lines.append(f"| {LABELS[method]} | {cells} |")
+    lines += ["", "### Runs", ""]
+    lines.append("| run | meta-updates | best at | wall-clock (train + test) |")
+    lines.append("|---|---:|---:|---:|")
+    for name, record in runs.items():
+        lines.append(
+            f"| {name} | {record['steps_trained']} | {record['checkpoint_step']} "
+            f"| {record['seconds'] / 60:.1f} min |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _names(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(n for n in text.split(",") if n)
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise UsageError(f"{flag} must list some of {','.join(allowed)}; got {text!r}")
+    return names
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="viable-omniglot", description=__doc__.split("\n")[0])
+    parser.add_argument("--data_dir", default=None, help="folder with the Omniglot zips")
+    parser.add_argument("--work_dir", required=True, help="where everything is written (W)")
+    parser.add_argument(
+        "--methods", default=",".join(METHODS), help="of cavia,simviable,relviable,maml"
+    )
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="of " + ",".join(SETTINGS))
+    parser.add_argument("--num_steps", type=int, default=2000, help="meta-updates per run")
+    parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
+    parser.add_argument("--encoder_epochs", type=int, default=30, help="encoder training epochs")
+    parser.add_argument("--test_episodes", type=int, default=1000, help="test episodes per K")
+    parser.add_argument("--no_sweep", action="store_true", help="skip testing at 1..9 shots")
+    parser.add_argument("--no_export", action="store_true", help="skip the SavedModel exports")
+    parser.add_argument("--gin_param", action="append", default=[], help="extra binding, all runs")
+    return parser
+
+
+def _main() -> int:
+    args = _parser().parse_args()
+    data_dir = args.data_dir or DEFAULT_DATA_DIR
+    if args.data_dir is None and not os.path.isdir(data_dir):
+        raise UsageError(f"no --data_dir given and the default {data_dir} does not exist")
+    for flag in ("num_steps", "meta_batch_size", "encoder_epochs", "test_episodes"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+    methods = _names("--methods", args.methods, (*METHODS, "maml"))
+    settings = _names("--settings", args.settings, SETTINGS)
+    start = time.perf_counter()
+    encoder = prepare_features(data_dir, args.work_dir, epochs=args.encoder_epochs, seed=0)
+    print(f"encoder: {encoder['final_train_accuracy']:.3f} train accuracy, {encoder['seconds']} s")
+    params = [
+        f"NUM_STEPS={args.num_steps}",
+        f"META_BATCH_SIZE={args.meta_batch_size}",
+        f"classification_test_evaluator.num_episodes={args.test_episodes}",
+        *args.gin_param,
+    ]
+    from tqdm import tqdm
+
+    runs = [f"{m}_{s}" for s in settings for m in methods]
+    summary: dict = {"methods": list(methods), "settings": list(settings), "runs": {}}
+    for run in tqdm(runs, unit="run", desc="omniglot"):
+        seconds = train(args.work_dir, run, params)
+        model_dir = os.path.join(args.work_dir, "runs", run)
+        record = _load(os.path.join(model_dir, "results.json"))
+        record["seconds"] = round(seconds, 1)
+        if run.endswith("_5way5shot") and not args.no_sweep:
+            sweep(args.work_dir, run, SWEEP_SHOTS)
+            record["by_shots"] = {
+                str(k): _load(os.path.join(model_dir, f"eval_k{k}.json")) for k in SWEEP_SHOTS
+            }
+        if not args.no_export:
+            record["export"] = export(args.work_dir, run)
+        summary["runs"][run] = record
+    summary.update(
+        encoder=encoder,
+        sweep_shots=list(SWEEP_SHOTS),
+        wall_clock_seconds=round(time.perf_counter() - start, 1),
+        command=" ".join(["viable-omniglot", *sys.argv[1:]]),
+    )
+    _dump(summary, os.path.join(args.work_dir, "results.json"))
+    text = report(summary)
+    with open(os.path.join(args.work_dir, "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+    print(f"wall-clock: {summary['wall_clock_seconds'] / 60:.1f} min; results in {args.work_dir}")
+    return 0
+
+
+def main() -> None:
+    run_main(_main, "viable-omniglot")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Few-shot classification tasks over an embedding dataset's splits (SPEC §5-6).
+
+`FewShotEpisodes` is what the trainer samples from: N-way K-shot episodes over the
+meta-training classes (`train_splits`), drawn in the graph from a seed exactly as
+sine tasks are, so a resumed run sees the same episodes. Validation and test
+episodes come from other splits, whose classes are disjoint from the training
+classes (checked), through seeded `tf.data` pipelines (see evaluation/).
+
+The embeddings are read through the tensorflow-datasets builder over LEO's layout
+(datasets/leo_tfds.py): `data_dir` is the manual directory holding
+`<dataset>/<view>/<split>_embeddings.pkl`; the generated TFDS files go to
+`tfds_dir` (default: `data_dir/tfds`).
+
+Shape legend: B episodes, N way, K shot, V queries per class, E embedding size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.tasks.base import TaskBatch
+from viable_tf.tasks.episodes import EpisodeSampler
+
+
+@gin.configurable
+class FewShotEpisodes:
+    """N-way K-shot episodes: training stream, validation and test samplers.
+
+    Args:
+      data_dir: the manual directory of LEO's layout.
+      config: the TFDS builder config, e.g. "mini_imagenet_center", "omniglot_center".
+      num_ways, num_shots, num_queries: N, K and V per class.
+      train_splits: the splits whose classes are meta-trained on (SPEC §5: train + val
+        for Mini-ImageNet).
+      validation_split, test_split: the splits for early stopping and the test.
+      tfds_dir: where the TFDS files are generated (default: data_dir/tfds).
+    """
+
+    task_loss = "cross_entropy"
+
+    def __init__(
+        self,
+        *,
+        data_dir: str = gin.REQUIRED,
+        config: str = "mini_imagenet_center",
+        num_ways: int = 5,
+        num_shots: int = 1,
+        num_queries: int = 15,
+        train_splits: Sequence[str] = ("train", "val"),
+        validation_split: str = "val",
+        test_split: str = "test",
+        tfds_dir: str | None = None,
+    ) -> None:
+        from viable_tf.datasets.leo_tfds import SPLITS, load_split, prepare
+
+        for split in (*train_splits, validation_split, test_split):
+            if split not in SPLITS:
+                raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        if test_split in train_splits:
+            raise ValueError(f"test split {test_split!r} must not be meta-trained on")
+        self.data_dir = data_dir
+        builder = prepare(
+            config, manual_dir=data_dir, data_dir=tfds_dir or os.path.join(data_dir, "tfds")
+        )
+        splits = {s: load_split(builder, s) for s in {*train_splits, validation_split, test_split}}
+        check_class_disjoint(splits)
+        settings = {"num_ways": num_ways, "num_shots": num_shots, "num_queries": num_queries}
+        train = [splits[s] for s in train_splits]
+        self.train = EpisodeSampler(
+            np.concatenate([e for e, _ in train]), np.concatenate([c for _, c in train]), **settings
+        )
+        self.validation = EpisodeSampler(*splits[validation_split], **settings)
+        self.test = EpisodeSampler(*splits[test_split], **settings)
+        self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
+        self.input_dim = self.train.input_dim  # E
+        self.output_dim = num_ways  # N logits
+        self.config = config
+
+    def sample(self, seed: tf.Tensor, batch_size: int) -> tuple[TaskBatch, None]:
+        """B training episodes from `seed` [2] (the trainer's interface)."""
+        return self.train.sample_batch(seed, batch_size), None
+
+
+def check_class_disjoint(splits: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Raises ValueError if two splits share a class."""
+    names = sorted(splits)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            shared = set(splits[a][1]) & set(splits[b][1])
+            if shared:
+                raise ValueError(
+                    f"splits {a} and {b} share {len(shared)} classes (e.g. {sorted(shared)[0]}); "
+                    "few-shot splits must be class-disjoint"
+                )
