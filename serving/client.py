@@ -104,7 +104,7 @@ class Client:
             "query_x": np.asarray(query_x, np.float32),
         }
         request = self.request(inputs, model_name=model_name, signature_name="predict", **spec)
-        return self.call(request)["predictions"]
+        return self.call(request)  # predictions, or a classifier's logits/probabilities/classes
 
     def metadata(self, model_name: str, **spec) -> dict:
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
@@ -128,11 +128,36 @@ def _support(support_x, support_y, support_mask) -> dict[str, np.ndarray]:
     support_x = np.asarray(support_x, np.float32)
     if support_mask is None:
         support_mask = np.ones(support_x.shape[:2], bool)
+    support_y = np.asarray(support_y)
+    # Integer labels (a classifier's, [B, K]) stay integers; regression targets are float32.
+    label_dtype = np.int32 if support_y.dtype.kind in "iu" else np.float32
     return {
         "support_x": support_x,
-        "support_y": np.asarray(support_y, np.float32),
+        "support_y": support_y.astype(label_dtype),
         "support_mask": np.asarray(support_mask, bool),
     }
+
+
+def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: int):
+    """An episode of test-split Omniglot images as read from the PNGs (0..1): support_x
+    [1, N*K, 105, 105, 1], support_y int32 [1, N*K], query_x, query_y."""
+    from viable_tf.datasets.omniglot import read_omniglot
+
+    test = read_omniglot(data_dir)["test"]
+    rng = np.random.default_rng(seed)
+    classes = np.array(test.classes)
+    chosen = rng.choice(np.unique(classes), ways, replace=False)
+    support, query = [], []
+    for label, name in enumerate(chosen):
+        rows = rng.permutation(np.flatnonzero(classes == name))[: shots + queries]
+        support += [(row, label) for row in rows[:shots]]
+        query += [(row, label) for row in rows[shots:]]
+
+    def arrays(pairs):
+        rows, labels = zip(*pairs, strict=True)
+        return test.images[list(rows)][None], np.array(labels, np.int32)[None]
+
+    return (*arrays(support), *arrays(query))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -145,6 +170,14 @@ def _parser() -> argparse.ArgumentParser:
     sine = commands.add_parser("sine", help="adapt to a random sine task, print the fit's MSE")
     sine.add_argument("--num_support", type=int, default=10)
     sine.add_argument("--seed", type=int, default=0)
+    omniglot = commands.add_parser(
+        "omniglot", help="an N-way K-shot episode of Omniglot test images, print the accuracy"
+    )
+    omniglot.add_argument("--data_dir", default="../shared/data/omniglot")
+    omniglot.add_argument("--num_ways", type=int, default=5)
+    omniglot.add_argument("--num_shots", type=int, default=1)
+    omniglot.add_argument("--num_queries", type=int, default=5, help="per class")
+    omniglot.add_argument("--seed", type=int, default=0)
     commands.add_parser("status", help="the model's version statuses")
     commands.add_parser("metadata", help="the model's signatures")
     return parser
@@ -159,6 +192,18 @@ def main() -> None:
             print(json.dumps(client.status(args.model_name, **spec), indent=2))
         elif args.command == "metadata":
             print(json.dumps(client.metadata(args.model_name, **spec), indent=2))
+        elif args.command == "omniglot":
+            support_x, support_y, query_x, query_y = omniglot_episode(
+                args.data_dir, args.num_ways, args.num_shots, args.num_queries, args.seed
+            )
+            outputs = client.predict(
+                support_x, support_y, query_x, model_name=args.model_name, **spec
+            )
+            accuracy = float(np.mean(outputs["classes"] == query_y))
+            print(
+                f"omniglot {args.num_ways}-way {args.num_shots}-shot episode (test alphabets): "
+                f"accuracy {accuracy:.3f} on {query_y.size} queries"
+            )
         else:
             rng = np.random.default_rng(args.seed)
             amplitude, phase = rng.uniform(0.1, 5.0), rng.uniform(0, np.pi)

@@ -86,7 +86,7 @@ def test_grpc_predict_matches_the_model(client, model):
     # adapt once, query many times
     context = client.adapt(support_x, support_y, support_mask=mask)
     again = client.predict_with_context(context, query_x)
-    np.testing.assert_allclose(again, outputs["predictions"], atol=1e-6)
+    np.testing.assert_allclose(again["predictions"], outputs["predictions"], atol=1e-6)
     # the version label resolves to the same servable
     labelled = client.predict(support_x, support_y, query_x, support_mask=mask, label="stable")
     np.testing.assert_allclose(labelled["predictions"], outputs["predictions"], atol=0)

@@ -53,13 +53,13 @@ def parse_gin(files: Sequence[str], params: Sequence[str]) -> None:
     for path in files:
         if not os.path.isfile(path):
             raise UsageError(f"gin file not found: {path} (expected a path to a .gin file)")
-        gin.add_config_file_search_path(os.path.dirname(os.path.abspath(path)))
     # gin's package-resource reader logs an error for every search path that does
     # not hold an included file before it finds the one that does; missing files
     # still raise, and are reported below.
     logging.disable(logging.ERROR)
     try:
-        gin.parse_config_files_and_bindings(files, None, finalize_config=False)
+        for path in files:
+            _parse_file(path)
         macros = _defined_macros()
         for param in params:
             match = _MACRO_BINDING.match(param)
@@ -75,6 +75,21 @@ def parse_gin(files: Sequence[str], params: Sequence[str]) -> None:
         raise UsageError(f"bad gin configuration: {_first_line(error)}") from None
     finally:
         logging.disable(logging.NOTSET)
+
+
+def _parse_file(path: str) -> None:
+    """Parses one config file; its includes are found relative to its own folder.
+
+    gin searches every folder ever added, in order, so `include 'base.gin'` could
+    otherwise pick up the base.gin of a config parsed earlier in the process.
+    """
+    prefixes = gin.config._LOCATION_PREFIXES  # gin has no public way to reset it
+    saved = list(prefixes)
+    prefixes[:] = [os.path.dirname(os.path.abspath(path)), ""]
+    try:
+        gin.parse_config_file(path)
+    finally:
+        prefixes[:] = saved
 
 
 def _first_line(error: BaseException) -> str:

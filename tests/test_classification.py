@@ -1,0 +1,267 @@
+"""Few-shot classification: episodes in batches, learners, evaluation, configs, export."""
+
+import glob
+import os
+
+import gin
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from fake_leo import write_fake_leo
+
+from viable_tf.cli.common import parse_gin
+from viable_tf.evaluation import classification_test_evaluator
+from viable_tf.evaluation import test_protocol as protocol_for_test
+from viable_tf.export import export_saved_model
+from viable_tf.learners import CAVIA, MAML, VIABLE
+from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.tasks import seed_for
+from viable_tf.tasks.classification import FewShotEpisodes
+from viable_tf.training import Trainer
+from viable_tf.training.experiment import train_and_evaluate
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def leo_root(tmp_path_factory):
+    return write_fake_leo(tmp_path_factory.mktemp("leo"), per_class=20)
+
+
+@pytest.fixture(scope="module")
+def tasks(leo_root):
+    return FewShotEpisodes(data_dir=leo_root, num_ways=5, num_shots=2, num_queries=3)
+
+
+def test_training_batches_are_seeded_episodes(tasks):
+    batch, _ = tasks.sample(seed_for(0, 5), 4)
+    assert batch.support_x.shape == (4, 10, 640) and batch.query_x.shape == (4, 15, 640)
+    assert batch.support_y.dtype == tf.int32
+    for labels in batch.support_y.numpy():
+        np.testing.assert_array_equal(np.bincount(labels), [2] * 5)
+    again, _ = tasks.sample(seed_for(0, 5), 4)
+    np.testing.assert_array_equal(batch.support_x, again.support_x)
+    other, _ = tasks.sample(seed_for(0, 6), 4)
+    assert not np.array_equal(batch.support_x, other.support_x)
+    # no episode of the batch repeats an example between support and query
+    for s, q in zip(batch.support_x.numpy(), batch.query_x.numpy(), strict=True):
+        rows = np.concatenate([s, q])
+        assert len(np.unique(rows, axis=0)) == len(rows)
+
+
+@pytest.mark.parametrize(
+    "loss_network", [None, SimpleLossNetwork, RelationLossNetwork], ids=["cavia", "sim", "rel"]
+)
+def test_learners_take_integer_labels_and_improve_the_support_loss(tasks, loss_network):
+    kwargs = {"input_dim": 640, "output_dim": 5, "task_loss": "cross_entropy"}
+    if loss_network is None:
+        learner = CAVIA(context_dim=100, num_inner_steps=2, inner_lr=1.0, **kwargs)
+    else:
+        learner = VIABLE(
+            context_dim=100,
+            num_inner_steps=2,
+            loss_network=lambda: loss_network(hidden_units=(16, 16)),
+            **kwargs,
+        )
+        inputs = 640 if loss_network is RelationLossNetwork else 0
+        assert learner.feature_dim == 1 + 5 + 5 + inputs  # L_T, N logits, one-hot, (x)
+    batch, _ = tasks.sample(seed_for(1, 0), 3)
+    loss, _ = learner.meta_loss(batch)
+    assert np.isfinite(loss.numpy())
+    with tf.GradientTape() as tape:
+        loss, _ = learner.meta_loss(batch)
+    grads = tape.gradient(loss, learner.trainable_variables)
+    assert all(g is not None and np.all(np.isfinite(g)) for g in grads)
+    if loss_network is None:  # the true loss descends
+        state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        before = learner.support_loss(
+            learner.initial_state(3), batch.support_x, batch.support_y, batch.support_mask
+        )
+        after = learner.support_loss(state, batch.support_x, batch.support_y, batch.support_mask)
+        assert np.all(after.numpy() < before.numpy())
+
+
+def test_evaluation_is_fixed_and_tests_any_shot(tasks):
+    learner = CAVIA(input_dim=640, output_dim=5, context_dim=100, task_loss="cross_entropy")
+    evaluator = classification_test_evaluator(tasks, num_episodes=60)
+    first, second = evaluator(learner), evaluator(learner)
+    assert first.metric == "accuracy" and first.higher_is_better and first.num_tasks == 60
+    np.testing.assert_array_equal(first.per_task, second.per_task)
+    assert np.all((first.per_task >= 0) & (first.per_task <= 1))
+    at_five = protocol_for_test(tasks, num_support=5)(learner)
+    assert at_five.num_support == 5 and at_five.num_tasks == 1000
+    with pytest.raises(ValueError, match="18-shot episodes with 3 queries per class need 21"):
+        tasks.test.with_shots(18)
+
+
+def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root, tmp_path):
+    parse_gin(
+        ["gin/mini_imagenet/cavia_5way1shot.gin"],
+        [
+            f"DATA_DIR={leo_root!r}",
+            "NUM_STEPS=150",
+            "Trainer.eval_every=50",
+            "Trainer.show_progress=False",
+            "classification_validation_evaluator.num_episodes=50",
+            "classification_test_evaluator.num_episodes=200",
+        ],
+    )
+    record = train_and_evaluate(str(tmp_path))
+    assert record["metric"] == "accuracy" and record["num_tasks"] == 200
+    assert record["mean"] > 0.5  # chance is 0.2
+    assert record["checkpoint_step"] in (50, 100, 150)
+    assert 0 < record["best_validation_accuracy"] <= 1
+
+
+CLASSIFICATION_CONFIGS = sorted(
+    os.path.relpath(p, REPO)
+    for pattern in ("mini_imagenet", "omniglot")
+    for p in glob.glob(os.path.join(REPO, "gin", pattern, "*shot.gin"))
+)
+
+
+def test_every_method_and_shot_has_a_config():
+    names = {os.path.relpath(c, "gin") for c in CLASSIFICATION_CONFIGS}
+    for dataset in ("mini_imagenet", "omniglot"):
+        for method in ("cavia", "maml", "simviable", "relviable"):
+            for shots in (1, 5):
+                assert os.path.join(dataset, f"{method}_5way{shots}shot.gin") in names
+    for method in ("cavia", "simviable", "relviable"):
+        assert f"omniglot/{method}_20way1shot.gin" in names
+
+
+@pytest.mark.parametrize("config", CLASSIFICATION_CONFIGS)
+def test_classification_config_builds_the_paper_models(config, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    dim = 640 if "mini_imagenet" in config else 64
+    dataset = "miniImageNet" if dim == 640 else "omniglot"
+    split_classes = {"train": 21, "val": 20, "test": 20}  # enough for 20-way episodes
+    root = write_fake_leo(
+        tmp_path / "data", dataset=dataset, dim=dim, per_class=20, split_classes=split_classes
+    )
+    parse_gin([config], [f"DATA_DIR={root!r}"])
+    trainer = Trainer(model_dir=str(tmp_path / "run"))
+    learner = trainer.learner
+    method, setting = os.path.basename(config).removesuffix(".gin").split("_")
+    ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
+    assert learner.method_name == method
+    assert (trainer.tasks.num_ways, trainer.tasks.num_shots) == (ways, shots)
+    assert (learner.input_dim, learner.output_dim) == (dim, ways)
+    assert learner.task_loss_name == "cross_entropy" and learner.num_inner_steps == 2
+    if method == "maml":
+        assert isinstance(learner, MAML) and learner.context_dim == 0
+    else:
+        assert learner.context_dim == 100 and learner.inner_lr == 1.0
+        assert learner.network.hidden_units == (800,)
+    if method == "relviable":
+        assert learner.loss_network.hidden_units == (1500, 1500)
+        assert learner.loss_network.include_inputs
+    if method == "simviable":
+        assert learner.loss_network.hidden_units == (64, 64)
+    splits = ("train", "val") if dim == 640 else ("train",)
+    classes = 21 + 20 if splits == ("train", "val") else 21
+    assert len(trainer.tasks.train.classes) == classes
+    for macro in ("NUM_STEPS", "NUM_WAYS", "NUM_SHOTS", "NUM_QUERIES", "SEED", "DATA_DIR"):
+        gin.query_parameter(f"%{macro}")
+
+
+# -- export ----------------------------------------------------------------------------
+
+
+def _classifier(loss_network=RelationLossNetwork, input_dim=640):
+    keras.utils.set_random_seed(3)
+    return VIABLE(
+        input_dim=input_dim,
+        output_dim=5,
+        context_dim=100,
+        num_inner_steps=2,
+        task_loss="cross_entropy",
+        loss_network=lambda: loss_network(hidden_units=(32, 32)),
+    )
+
+
+@pytest.fixture(scope="module")
+def exported_classifier(tmp_path_factory):
+    learner = _classifier()
+    return learner, export_saved_model(learner, str(tmp_path_factory.mktemp("cls")))
+
+
+def test_exported_classifier_matches_the_model_and_checks_labels(exported_classifier, tasks):
+    learner, path = exported_classifier
+    loaded = tf.saved_model.load(path)
+    serve = loaded.signatures["serving_default"]
+    assert serve.structured_input_signature[1]["support_y"].dtype == tf.int32
+    assert set(serve.structured_outputs) == {"logits", "probabilities", "classes", "context"}
+    batch, _ = tasks.sample(seed_for(2, 0), 3)
+    mask = np.ones((3, 10), bool)
+    mask[1, 7:] = False
+    outputs = serve(
+        support_x=batch.support_x,
+        support_y=batch.support_y,
+        support_mask=mask,
+        query_x=batch.query_x,
+    )
+    state = learner.adapt(batch.support_x, batch.support_y, mask)
+    logits = learner.predict(state, batch.query_x)
+    np.testing.assert_allclose(outputs["logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(tf.reduce_sum(outputs["probabilities"], -1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(outputs["classes"], np.argmax(logits, -1))
+    assert outputs["classes"].dtype == tf.int32
+    # labels on masked points are ignored; a real label outside 0..N-1 is refused
+    labels = batch.support_y.numpy().copy()
+    labels[1, 8] = 99
+    masked = serve(
+        support_x=batch.support_x, support_y=labels, support_mask=mask, query_x=batch.query_x
+    )
+    np.testing.assert_allclose(masked["logits"], logits, atol=1e-5)
+    for bad in (5, -1):
+        labels = batch.support_y.numpy().copy()
+        labels[0, 0] = bad
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"class labels 0\.\.4"):
+            serve(
+                support_x=batch.support_x,
+                support_y=labels,
+                support_mask=np.ones((3, 10), bool),
+                query_x=batch.query_x,
+            )
+    # adapt once, then predict: the same three outputs
+    context = loaded.signatures["adapt"](
+        support_x=batch.support_x, support_y=batch.support_y, support_mask=mask
+    )["context"]
+    again = loaded.signatures["predict"](context=context, query_x=batch.query_x)
+    np.testing.assert_allclose(again["logits"], logits, atol=1e-5)
+
+
+def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
+    encoder = keras.Sequential(
+        [keras.Input((6, 6, 1)), keras.layers.Flatten(), keras.layers.Dense(8)]
+    )
+    learner = _classifier(SimpleLossNetwork, input_dim=8)
+    path = export_saved_model(learner, str(tmp_path), featurizer=encoder, input_shape=(6, 6, 1))
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 1, (2, 7, 6, 6, 1)).astype(np.float32)
+    labels = (np.arange(5).tolist() + [0, 1]) * 2
+    support_y = np.array(labels, np.int32).reshape(2, 7)
+    outputs = serve(
+        support_x=images[:, :5],
+        support_y=support_y[:, :5],
+        support_mask=np.ones((2, 5), bool),
+        query_x=images[:, 5:],
+    )
+
+    def features(x):
+        flat = encoder(x.reshape(-1, 6, 6, 1))
+        return tf.reshape(tf.math.l2_normalize(flat, -1), [2, -1, 8])
+
+    state = learner.adapt(features(images[:, :5]), support_y[:, :5], np.ones((2, 5), bool))
+    expected = learner.predict(state, features(images[:, 5:]))
+    np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
+    no_support = serve(
+        support_x=np.zeros((2, 0, 6, 6, 1), np.float32),
+        support_y=np.zeros((2, 0), np.int32),
+        support_mask=np.zeros((2, 0), bool),
+        query_x=images[:, 5:],
+    )
+    assert no_support["classes"].shape == (2, 2)
