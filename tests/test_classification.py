@@ -242,7 +242,7 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
     serve = tf.saved_model.load(path).signatures["serving_default"]
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 1, (2, 7, 6, 6, 1)).astype(np.float32)
-    labels = (np.arange(5).tolist() + [0, 1]) * 2
+    labels = [0, 1, 2, 3, 4, 0, 1] * 2
     support_y = np.array(labels, np.int32).reshape(2, 7)
     outputs = serve(
         support_x=images[:, :5],

@@ -66,7 +66,7 @@ def test_a_hostile_pickle_is_refused_by_the_builder_and_nothing_runs(tmp_path):
         pickle.dump(
             {"embeddings": np.ones((1, 640), np.float32), "keys": [_WritesAFile(str(target))]}, f
         )
-    with pytest.raises(UnsafePickleError, match="refused to load io.open"):
+    with pytest.raises(UnsafePickleError, match=r"refused to load io\.open"):
         prepare("mini_imagenet_center", manual_dir=root, data_dir=str(tmp_path / "tfds"))
     assert not target.exists()
 
@@ -89,5 +89,5 @@ def test_episodes_meta_train_on_train_and_val_and_refuse_shared_classes(tmp_path
     data["keys"][0] = "2-n00000000-n00000000_00000000.JPEG"  # a train class
     with open(test_file, "wb") as f:
         pickle.dump(data, f, protocol=2)
-    with pytest.raises(ValueError, match="share 1 classes .* must be class-disjoint"):
+    with pytest.raises(ValueError, match=r"share 1 classes .* must be class-disjoint"):
         FewShotEpisodes(data_dir=shared)
