@@ -6,7 +6,9 @@ to the largest K with `support_mask` False on the padding (the learners ignore
 masked points exactly), query sets to the largest Q with zeros, and each
 request gets back its own rows, cut to its own Q. A request larger than
 `max_batch_size` runs on its own. When `max_enqueued_batches` batches are already
-waiting, a new request is refused with UNAVAILABLE, as TF Serving does.
+waiting, a new request is refused with UNAVAILABLE, as TF Serving does. If a
+merged call is refused for its values (INVALID_ARGUMENT, e.g. one request's label
+out of range), its requests are rerun one by one, so only the bad one fails.
 
 Shape legend: B tasks, K support, Q query.
 """
@@ -169,9 +171,28 @@ class Batcher:
             for item, result in zip(items, split(outputs, requests), strict=True):
                 if not item.future.done():
                     item.future.set_result(result)
+        except ServingError as error:
+            if error.code != grpc.StatusCode.INVALID_ARGUMENT or len(items) == 1:
+                self._fail(items, error)
+            else:  # one request's values (say a label out of range) fail the merged call:
+                await self._one_by_one(servable, signature, items)  # only that one fails
         except Exception as error:
-            for item in items:
-                if not item.future.done():
-                    item.future.set_exception(error)
+            self._fail(items, error)
         finally:
             self._in_flight_batches -= 1
+
+    async def _one_by_one(self, servable, signature, items: list[_Pending]) -> None:
+        for item in items:
+            try:
+                async with self._slots:
+                    result = await self._run(servable, signature.name, item.inputs)
+                if not item.future.done():
+                    item.future.set_result(result)
+            except Exception as error:
+                self._fail([item], error)
+
+    @staticmethod
+    def _fail(items: list[_Pending], error: Exception) -> None:
+        for item in items:
+            if not item.future.done():
+                item.future.set_exception(error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -77,7 +78,7 @@ class InferenceService:
         try:
             return await loop.run_in_executor(self._executor, servable.run, signature, inputs)
         except tf.errors.InvalidArgumentError as error:
-            raise invalid(_first_line(error.message)) from None
+            raise invalid(graph_error_message(error.message)) from None
         except tf.errors.ResourceExhaustedError as error:
             raise ServingError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED, _first_line(error.message)
@@ -89,6 +90,27 @@ class InferenceService:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+_ASSERTION = re.compile(r"assertion failed: \[([^\]]*)\]")
+_NOISE = ("Graph execution error:", "Detected at node", "<stack traces unavailable>", "[[")
+
+
+def graph_error_message(text: str) -> str:
+    """The message a model's own check raised, out of TensorFlow's error text.
+
+    TensorFlow wraps it in "Graph execution error:", node names and stack lines:
+    an assertion's message is its first bracketed field, a check_numerics' is the
+    first line that is none of those.
+    """
+    match = _ASSERTION.search(text)
+    if match:
+        return match.group(1)
+    for line in text.splitlines():
+        line = re.sub(r"\s*\[Op:[^\]]*\]$", "", line.strip())
+        if line and not line.startswith(_NOISE):
+            return line
+    return _first_line(text)
 
 
 def _first_line(text: str) -> str:

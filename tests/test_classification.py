@@ -265,3 +265,65 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
         query_x=images[:, 5:],
     )
     assert no_support["classes"].shape == (2, 2)
+
+
+def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
+    import concurrent.futures
+
+    import grpc
+    from serving_harness import RunningServer, model_config
+
+    from serving.batching import BatchingOptions
+    from serving.client import Client
+    from serving.server import ServerOptions
+
+    learner = _classifier(SimpleLossNetwork, input_dim=8)
+    base = str(tmp_path / "classifier")
+    path = export_saved_model(learner, base)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    running = RunningServer(
+        ServerOptions(
+            models=[model_config("classifier", base)],
+            port=0,
+            rest_api_port=None,
+            batching=BatchingOptions(max_batch_size=8, batch_timeout_micros=50_000),
+        )
+    )
+    client = Client(running.grpc_target)
+    rng = np.random.default_rng(0)
+    requests_ = []
+    for i in range(8):
+        k = 5 * (1 + i % 2)  # K = 5 or 10: padded and masked when merged
+        labels = np.tile(np.arange(5, dtype=np.int32), k // 5)[None]
+        if i == 3:
+            labels[0, 2] = 7
+        x = rng.normal(size=(1, k, 8)).astype(np.float32)
+        requests_.append((x, labels, rng.normal(size=(1, 4, 8)).astype(np.float32)))
+
+    def call(request):
+        try:
+            return client.predict(*request, model_name="classifier")
+        except grpc.RpcError as error:
+            return error
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(call, requests_))
+        assert running.server.service.batcher.batches_run < 8  # merged at first
+        for i, (request, answer) in enumerate(zip(requests_, answers, strict=True)):
+            if i == 3:
+                assert answer.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "class labels 0..4" in answer.details()
+                continue
+            x, labels, query = request
+            alone = serve(
+                support_x=x,
+                support_y=labels,
+                support_mask=np.ones(labels.shape, bool),
+                query_x=query,
+            )
+            np.testing.assert_allclose(answer["logits"], alone["logits"], atol=1e-5)
+            np.testing.assert_array_equal(answer["classes"], alone["classes"])
+    finally:
+        client.close()
+        running.stop()
