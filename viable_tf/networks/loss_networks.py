@@ -150,6 +150,7 @@ class RelationLossNetwork(_LossNetwork):
         activation: str = "relu",
         output_activation: str | None = None,
         include_inputs: bool = True,
+        decomposed: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -159,6 +160,7 @@ class RelationLossNetwork(_LossNetwork):
             include_inputs=include_inputs,
             **kwargs,
         )
+        self.decomposed = decomposed  # False: materialise every pair (benchmarks only)
 
     def build(self, input_shape) -> None:
         if self.built:
@@ -197,4 +199,8 @@ class RelationLossNetwork(_LossNetwork):
     def call(self, features: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
         """features [B, K, F], mask bool [B, K] -> inner loss per task [B]."""
         pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
-        return masked_mean(self.pair_losses(features), pair_mask, axis=(1, 2))
+        pairs = self.pair_losses if self.decomposed else self.naive_pair_losses
+        return masked_mean(pairs(features), pair_mask, axis=(1, 2))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "decomposed": self.decomposed}

@@ -1,0 +1,148 @@
+"""Cost of relVIABLE's 2 x 1,500 relation loss network on Mini-ImageNet-shaped episodes.
+
+    .venv/bin/python benchmarks/relation_network.py [--meta_batch_size 8] [--repeats 5]
+
+One meta-update as training runs it (second-order meta-gradient through 2 inner
+steps, Adam), on synthetic episodes of LEO's shapes (640-d inputs, N-way K-shot,
+15 queries per class): relVIABLE vs CAVIA time at 5-way 5-shot, the relation
+network's first layer decomposed per point vs materialised per pair (time and
+peak memory), and the peak memory of a 20-way 5-shot relVIABLE meta-update.
+
+Time: median of `repeats` meta-updates after a warm-up (XLA-compiled, as the
+trainer runs). Peak memory: TensorFlow's CPU allocator high-water mark during
+one meta-update run as a plain graph (XLA's own buffers are not counted by the
+allocator, so memory is measured without it), above what was held before it.
+Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from viable_tf.learners import CAVIA, VIABLE
+from viable_tf.networks import RelationLossNetwork
+from viable_tf.tasks import TaskBatch
+
+EMBEDDING_DIM = 640
+QUERIES = 15
+
+
+def episodes(batch_size: int, ways: int, shots: int, seed: int = 0) -> TaskBatch:
+    rng = np.random.default_rng(seed)
+
+    def points(per_class):
+        x = rng.normal(size=(batch_size, ways * per_class, EMBEDDING_DIM)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=-1, keepdims=True)
+        y = np.tile(np.repeat(np.arange(ways, dtype=np.int32), per_class), (batch_size, 1))
+        return tf.constant(x), tf.constant(y)
+
+    support_x, support_y = points(shots)
+    query_x, query_y = points(QUERIES)
+    return TaskBatch(support_x, support_y, tf.ones(support_y.shape, tf.bool), query_x, query_y)
+
+
+def make_learner(method: str, ways: int, *, decomposed: bool = True):
+    keras.utils.set_random_seed(0)
+    common = {
+        "input_dim": EMBEDDING_DIM,
+        "output_dim": ways,
+        "context_dim": 100,
+        "num_inner_steps": 2,
+        "inner_lr": 1.0,
+        "task_loss": "cross_entropy",
+    }
+    if method == "cavia":
+        return CAVIA(**common)
+    return VIABLE(
+        loss_network=lambda: RelationLossNetwork(
+            hidden_units=(1500, 1500), include_inputs=True, decomposed=decomposed
+        ),
+        **common,
+    )
+
+
+def meta_update_fn(learner, jit_compile: bool):
+    variables = learner.trainable_variables
+    optimizer = keras.optimizers.Adam(1e-3)
+    optimizer.build(variables)
+
+    @tf.function(jit_compile=jit_compile)
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss, _ = learner.meta_loss(batch)
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return loss
+
+    return step
+
+
+def seconds_per_update(learner, batch, repeats: int) -> float:
+    step = meta_update_fn(learner, jit_compile=True)
+    float(step(batch))  # compile and warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        float(step(batch))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_bytes(learner, batch) -> int:
+    step = meta_update_fn(learner, jit_compile=False)
+    step.get_concrete_function(batch)  # trace first: tracing allocates nothing large
+    float(step(batch))
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    float(step(batch))
+    return tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--large_batch_size", type=int, default=1, help="episodes per update at 20-way 5-shot"
+    )
+    args = parser.parse_args()
+    b = args.meta_batch_size
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
+        f"640-d inputs, 800 hidden, C = 100, 2 inner steps (second order), "
+        f"{QUERIES} queries per class\n"
+    )
+    print("| setting | learner | first layer | B | s / meta-update | peak memory (MiB) |")
+    print("|---|---|---|---:|---:|---:|")
+    rows = [
+        ("5-way 5-shot", 5, 5, "cavia", True, b),
+        ("5-way 5-shot", 5, 5, "relviable", True, b),
+        ("5-way 5-shot", 5, 5, "relviable", False, b),
+        ("20-way 5-shot", 20, 5, "relviable", True, args.large_batch_size),
+        ("20-way 5-shot", 20, 5, "relviable", False, args.large_batch_size),
+    ]
+    for label, ways, shots, method, decomposed, batch_size in rows:
+        batch = episodes(batch_size, ways, shots)
+        learner = make_learner(method, ways, decomposed=decomposed)
+        seconds = seconds_per_update(learner, batch, args.repeats)
+        memory = peak_bytes(make_learner(method, ways, decomposed=decomposed), batch) / 2**20
+        layer = "—" if method == "cavia" else ("decomposed" if decomposed else "naive (pairs)")
+        name = "CAVIA" if method == "cavia" else "relVIABLE 2x1500"
+        print(
+            f"| {label} | {name} | {layer} | {batch_size} | {seconds:.3f} | {memory:,.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
