@@ -48,6 +48,7 @@ class ServerOptions:
     limits: Limits = field(default_factory=Limits)
     max_request_bytes: int = 16 << 20
     num_threads: int = 4
+    inline_below_ms: float = 2.0  # unbatched calls faster than this run on the event loop
 
 
 class Server:
@@ -63,6 +64,7 @@ class Server:
             batching=options.batching,
             metrics=self.metrics,
             num_threads=options.num_threads,
+            inline_below_ms=options.inline_below_ms,
         )
         self.health = health.aio.HealthServicer()
         self.grpc_port = self.rest_port = None
@@ -151,6 +153,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_query", type=int, default=10_000, help="largest Q accepted")
     parser.add_argument("--max_tasks", type=int, default=10_000, help="largest B accepted")
     parser.add_argument("--num_threads", type=int, default=4, help="model execution threads")
+    parser.add_argument(
+        "--inline_below_ms",
+        type=float,
+        default=2.0,
+        help="unbatched model calls that typically take less run on the event loop, "
+        "saving the thread hand-off (0: always use the thread pool)",
+    )
     return parser
 
 
@@ -219,6 +228,7 @@ def options_from_flags(argv: list[str] | None = None) -> ServerOptions:
         limits=Limits(args.max_support, args.max_query, args.max_tasks),
         max_request_bytes=args.max_request_bytes,
         num_threads=args.num_threads,
+        inline_below_ms=args.inline_below_ms,
     )
 
 

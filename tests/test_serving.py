@@ -515,3 +515,20 @@ def test_client_command_line(server, monkeypatch, capsys):
     assert code == 0 and json.loads(out.out)[0]["state"] == "AVAILABLE"
     code, out = run("--model_name=nope", "status")
     assert code == 1 and out.err.startswith("viable-client: NOT_FOUND:")
+
+
+def test_fast_calls_run_on_the_event_loop_and_slow_ones_on_the_pool(server, client):
+    service = server.server.service
+    _good_request_succeeds(client)  # the signature's cost is known from here on
+    before = service.inline_calls
+    service.inline_below = 1.0  # every call counts as fast (this machine may be busy)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: client.predict(*_tasks()), range(32)))
+        assert all(a["predictions"].shape == (2, 7, 1) for a in answers)
+        assert service.inline_calls - before == 32  # no hand-off to a thread
+        service.inline_below = 0.0  # as with --inline_below_ms=0: every call on the pool
+        _good_request_succeeds(client)
+        assert service.inline_calls - before == 32
+    finally:
+        service.inline_below = 0.002
