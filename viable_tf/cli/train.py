@@ -14,6 +14,8 @@ import os
 
 from viable_tf.cli.common import UsageError, add_gin_flags, parse_gin, run_main
 
+METRIC_NAMES = {"mse": "MSE", "accuracy": "accuracy"}
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-train", description=__doc__.split("\n")[0])
@@ -36,16 +38,20 @@ def _main() -> int:
     print(json.dumps(record, indent=2))
     model_dir = args.model_dir
     print(
-        f"\n{record['method']}: test MSE {record['mean']:.4f} +- {record['ci95']:.4f} "
+        f"\n{record['method']}: test {METRIC_NAMES[record['metric']]} {record['mean']:.4f} "
+        f"+- {record['ci95']:.4f} "
         f"(95% CI, {record['num_tasks']} tasks, K = {record['num_support']})\n"
         f"Results: {os.path.join(model_dir, 'results.json')}\n"
         "Next:\n"
         f"  .venv/bin/tensorboard --logdir {model_dir}\n"
         f"  .venv/bin/viable-eval --model_dir={model_dir} --num_support=4\n"
-        f"  .venv/bin/viable-export --model_dir={model_dir} --export_base=EXPORT_DIR\n"
-        "  .venv/bin/viable-train --gin_file=gin/sine/relviable.gin "
-        "--model_dir=runs/sine/relviable_full   # full length: 50,000 meta-updates"
+        f"  .venv/bin/viable-export --model_dir={model_dir} --export_base=EXPORT_DIR"
     )
+    if record["metric"] == "mse":
+        print(
+            "  .venv/bin/viable-train --gin_file=gin/sine/relviable.gin "
+            "--model_dir=runs/sine/relviable_full   # full length: 50,000 meta-updates"
+        )
     return 0
 
 

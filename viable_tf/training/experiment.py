@@ -60,7 +60,7 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> tuple[Trainer,
             f"no checkpoint in {model_dir}: expected {model_dir}/best/ or "
             f"{model_dir}/checkpoints/, written by viable-train"
         )
-    trainer.restore()  # step, best validation MSE, ...
+    trainer.restore()  # step, best validation result, ...
     return trainer, trainer.restore_best()
 
 

@@ -8,7 +8,7 @@ state of an uninterrupted run.
 
 Layout of a model directory D:
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
-  D/best/          weights with the best meta-validation MSE so far
+  D/best/          weights with the best meta-validation result so far (MSE or accuracy)
   D/events*        TensorBoard summaries
 
 Under a tf.distribute strategy (see distribute.py) every replica computes the
