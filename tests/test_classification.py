@@ -327,3 +327,26 @@ def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
     finally:
         client.close()
         running.stop()
+
+
+def test_maml_classifier_exports_with_the_three_outputs(tmp_path):
+    learner = MAML(
+        input_dim=8,
+        output_dim=5,
+        context_dim=0,
+        num_inner_steps=2,
+        inner_lr=0.1,
+        task_loss="cross_entropy",
+    )
+    serve = tf.saved_model.load(export_saved_model(learner, str(tmp_path))).signatures[
+        "serving_default"
+    ]
+    rng = np.random.default_rng(0)
+    support_x = rng.normal(size=(2, 5, 8)).astype(np.float32)
+    support_y = np.tile(np.arange(5, dtype=np.int32), (2, 1))
+    query_x = rng.normal(size=(2, 3, 8)).astype(np.float32)
+    mask = np.ones((2, 5), bool)
+    outputs = serve(support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x)
+    assert set(outputs) == {"logits", "probabilities", "classes"}
+    expected = learner.predict(learner.adapt(support_x, support_y, mask), query_x)
+    np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
