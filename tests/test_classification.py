@@ -350,3 +350,18 @@ def test_maml_classifier_exports_with_the_three_outputs(tmp_path):
     assert set(outputs) == {"logits", "probabilities", "classes"}
     expected = learner.predict(learner.adapt(support_x, support_y, mask), query_x)
     np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
+
+
+def test_nearest_mean_reference_on_the_same_episodes(tasks):
+    from viable_tf.evaluation.classification import nearest_mean_accuracy
+
+    evaluator = classification_test_evaluator(tasks, num_episodes=40)
+    result = nearest_mean_accuracy(evaluator)
+    assert result.num_tasks == 40 and result.metric == "accuracy"
+    assert result.mean > 0.9  # the fake classes are well separated
+    batch = next(iter(evaluator.dataset))
+    x, y = batch.support_x.numpy()[0], batch.support_y.numpy()[0]
+    means = np.stack([x[y == c].mean(0) for c in range(5)])
+    queries = batch.query_x.numpy()[0]
+    expected = np.argmin(((queries[:, None] - means[None]) ** 2).sum(-1), axis=1)
+    np.testing.assert_allclose(result.per_task[0], np.mean(expected == batch.query_y.numpy()[0]))

@@ -68,6 +68,41 @@ class ClassificationEvaluator:
         )
 
 
+def nearest_mean_accuracy(evaluator: ClassificationEvaluator) -> Evaluation:
+    """A reference without meta-learning on the same episodes: each query takes the
+    label of the nearest class mean of its episode's support embeddings (Euclidean).
+    It shows how much the embedding alone separates the classes."""
+    ways = evaluator.sampler.num_ways
+    accuracy = []
+    for batch in evaluator.dataset:
+        onehot = tf.one_hot(batch.support_y, ways)  # [B, N*K, N]
+        means = (
+            tf.einsum("bkn,bke->bne", onehot, batch.support_x)
+            / tf.reduce_sum(onehot, axis=1)[..., None]
+        )  # [B, N, E]
+        distance = tf.reduce_sum(
+            tf.square(batch.query_x[:, :, None, :] - means[:, None, :, :]), axis=-1
+        )  # [B, N*V, N]
+        predicted = tf.argmin(distance, axis=-1, output_type=tf.int32)
+        accuracy.append(
+            tf.reduce_mean(tf.cast(predicted == batch.query_y, tf.float32), axis=1).numpy()
+        )
+    per_task = np.concatenate(accuracy)
+    summary = mean_confidence_interval(per_task)
+    empty = np.zeros_like(per_task)
+    return Evaluation(
+        mean=summary.mean,
+        ci95=summary.ci95,
+        num_tasks=evaluator.num_episodes,
+        num_support=evaluator.num_support,
+        per_task=per_task,
+        inner_loss_pre=empty,
+        inner_loss_post=empty,
+        metric="accuracy",
+        higher_is_better=True,
+    )
+
+
 def _score_batch(learner: Learner, batch):
     """Query accuracy per episode [B], and the inner loss before and after adaptation."""
     state, inner_losses = learner.adapt(

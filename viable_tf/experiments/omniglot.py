@@ -11,7 +11,9 @@ Stages, each skipped when its output exists (rerun the command to resume):
   3. sweep     the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
   4. export    each model with the frozen encoder in front, taking images as read
                (float32 [B, K, 105, 105, 1], 0..1): W/export/<method>_<N>way<K>shot/<v>/
-Then W/results.json and W/results.md hold every number with the wall-clock times.
+Then W/results.json and W/results.md hold every number with the wall-clock times,
+beside a reference without meta-learning on the same test episodes: each query takes
+the label of the nearest class mean of its support features.
 """
 
 from __future__ import annotations
@@ -152,6 +154,27 @@ def export(work_dir: str, run: str) -> str:
     )
 
 
+def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
+    """Nearest class mean on the features, on the runs' own test episodes."""
+    from viable_tf.evaluation.classification import (
+        classification_test_evaluator,
+        nearest_mean_accuracy,
+    )
+    from viable_tf.tasks.classification import FewShotEpisodes
+
+    ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
+    tasks = FewShotEpisodes(
+        data_dir=os.path.join(work_dir, "features"),
+        config="omniglot_center",
+        num_ways=ways,
+        num_shots=shots,
+        num_queries=10,  # as gin/omniglot/base.gin
+        train_splits=("train",),
+    )
+    result = nearest_mean_accuracy(classification_test_evaluator(tasks, num_episodes=test_episodes))
+    return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
+
+
 def _cell(record: dict) -> str:
     return f"{100 * record['mean']:.1f} ± {100 * record['ci95']:.1f}"
 
@@ -166,6 +189,9 @@ def report(summary: dict) -> str:
     for method in methods:
         cells = [_cell(runs[f"{method}_{s}"]) for s in settings]
         lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+    if summary.get("reference"):
+        cells = [_cell(summary["reference"][s]) for s in settings]
+        lines.append("| nearest class mean (reference) | " + " | ".join(cells) + " |")
     sweeps = {m: runs[f"{m}_5way5shot"].get("by_shots") for m in methods}
     if any(sweeps.values()):
         shots = summary["sweep_shots"]
@@ -249,6 +275,7 @@ def _main() -> int:
         if not args.no_export:
             record["export"] = export(args.work_dir, run)
         summary["runs"][run] = record
+    summary["reference"] = {s: reference(args.work_dir, s, args.test_episodes) for s in settings}
     summary.update(
         encoder=encoder,
         sweep_shots=list(SWEEP_SHOTS),
