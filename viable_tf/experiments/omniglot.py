@@ -192,7 +192,7 @@ def report(summary: dict) -> str:
     if summary.get("reference"):
         cells = [_cell(summary["reference"][s]) for s in settings]
         lines.append("| nearest class mean (reference) | " + " | ".join(cells) + " |")
-    sweeps = {m: runs[f"{m}_5way5shot"].get("by_shots") for m in methods}
+    sweeps = {m: runs.get(f"{m}_5way5shot", {}).get("by_shots") for m in methods}
     if any(sweeps.values()):
         shots = summary["sweep_shots"]
         lines += ["", "### Trained 5-way 5-shot, tested at K shots: accuracy (%)", ""]
