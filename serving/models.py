@@ -44,6 +44,20 @@ class Signature:
     outputs: dict[str, tf.TensorSpec]
 
 
+def _flat_caller(function):
+    """Calls a loaded signature with its inputs in graph order, skipping
+    ConcreteFunction.__call__'s handling of keyword arguments (about 0.15 ms of a
+    0.6 ms sine call). Uses TensorFlow's internal `_call_flat` (TensorFlow is pinned);
+    None, and the public call is used, where that is not available."""
+    call_flat = getattr(function, "_call_flat", None)
+    captured = list(function.captured_inputs)
+    count = len(function.inputs) - len(captured)
+    names = [t.name.split(":")[0] for t in function.inputs[:count]]
+    if call_flat is None or sorted(names) != sorted(function.structured_input_signature[1]):
+        return None
+    return lambda tensors: call_flat([tensors[name] for name in names], captured)
+
+
 class Servable:
     """One loaded version of a model: its signatures, callable on NumPy arrays."""
 
@@ -53,6 +67,7 @@ class Servable:
         self.path = path
         self._loaded = tf.saved_model.load(path)
         self._functions = dict(self._loaded.signatures)
+        self._callers = {key: _flat_caller(fn) for key, fn in self._functions.items()}
         self.signatures = {
             key: Signature(
                 key,
@@ -73,8 +88,10 @@ class Servable:
                 self.description = json.load(f)
 
     def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Calls a signature; blocking (run it in a worker thread)."""
-        outputs = self._functions[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        """Calls a signature; blocking."""
+        tensors = {k: tf.constant(v) for k, v in inputs.items()}
+        caller = self._callers[signature]
+        outputs = caller(tensors) if caller else self._functions[signature](**tensors)
         return {key: value.numpy() for key, value in outputs.items()}
 
     def warm_up(self) -> int:
