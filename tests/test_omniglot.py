@@ -70,8 +70,8 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path):
         "--methods=cavia",
         "--settings=5way5shot",
         "--test_episodes=20",
-        "--gin_param=Trainer.eval_every=10",
-        "--gin_param=classification_validation_evaluator.num_episodes=10",
+        "--eval_every=10",
+        "--validation_episodes=10",
     ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

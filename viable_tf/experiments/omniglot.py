@@ -1,6 +1,6 @@
 """viable-omniglot: the classification pipeline end to end on real Omniglot images (SPEC §6).
 
-    viable-omniglot [--data_dir=../shared/data/omniglot] --work_dir=W [--num_steps=N]
+    viable-omniglot [--data_dir=../shared/data/omniglot] --work_dir=W [--num_steps=1500]
 
 Stages, each skipped when its output exists (rerun the command to resume):
   1. encoder   train the image encoder on the meta-train characters (Keras fit), freeze
@@ -229,8 +229,10 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", default=",".join(METHODS), help="of cavia,simviable,relviable,maml"
     )
     parser.add_argument("--settings", default=",".join(SETTINGS), help="of " + ",".join(SETTINGS))
-    parser.add_argument("--num_steps", type=int, default=2000, help="meta-updates per run")
-    parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
+    parser.add_argument("--num_steps", type=int, default=1500, help="meta-updates per run")
+    parser.add_argument("--meta_batch_size", type=int, default=4, help="episodes per update")
+    parser.add_argument("--eval_every", type=int, default=250, help="validate every N updates")
+    parser.add_argument("--validation_episodes", type=int, default=200, help="per validation")
     parser.add_argument("--encoder_epochs", type=int, default=30, help="encoder training epochs")
     parser.add_argument("--test_episodes", type=int, default=1000, help="test episodes per K")
     parser.add_argument("--no_sweep", action="store_true", help="skip testing at 1..9 shots")
@@ -244,7 +246,14 @@ def _main() -> int:
     data_dir = args.data_dir or DEFAULT_DATA_DIR
     if args.data_dir is None and not os.path.isdir(data_dir):
         raise UsageError(f"no --data_dir given and the default {data_dir} does not exist")
-    for flag in ("num_steps", "meta_batch_size", "encoder_epochs", "test_episodes"):
+    for flag in (
+        "num_steps",
+        "meta_batch_size",
+        "eval_every",
+        "validation_episodes",
+        "encoder_epochs",
+        "test_episodes",
+    ):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     methods = _names("--methods", args.methods, (*METHODS, "maml"))
@@ -255,6 +264,8 @@ def _main() -> int:
     params = [
         f"NUM_STEPS={args.num_steps}",
         f"META_BATCH_SIZE={args.meta_batch_size}",
+        f"Trainer.eval_every={args.eval_every}",
+        f"classification_validation_evaluator.num_episodes={args.validation_episodes}",
         f"classification_test_evaluator.num_episodes={args.test_episodes}",
         *args.gin_param,
     ]
