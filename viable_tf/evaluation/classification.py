@@ -15,7 +15,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.evaluation.sine import TEST_SEED, VALIDATION_SEED, Evaluation
+from viable_tf.evaluation.sine import TEST_SEED, VALIDATION_SEED, Evaluation, score_batch
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.learners.base import Learner
 from viable_tf.tasks.classification import FewShotEpisodes
@@ -46,14 +46,17 @@ class ClassificationEvaluator:
         if learner is not self._learner:  # trace once per learner, not per call
             self._learner = learner
             self._score_batch = tf.function(
-                lambda batch: _score_batch(learner, batch), reduce_retracing=True
+                lambda batch: score_batch(learner, batch, query_accuracy), reduce_retracing=True
             )
         accuracy, pre, post = [], [], []
         for batch in self.dataset:
             scores = self._score_batch(batch)
             for values, out in zip(scores, (accuracy, pre, post), strict=True):
                 out.append(values.numpy())
-        per_task = np.concatenate(accuracy)
+        return self.evaluation(np.concatenate(accuracy), np.concatenate(pre), np.concatenate(post))
+
+    def evaluation(self, per_task: np.ndarray, pre: np.ndarray, post: np.ndarray) -> Evaluation:
+        """Per-episode accuracies (and inner losses) summarised with their 95% CI."""
         summary = mean_confidence_interval(per_task)
         return Evaluation(
             mean=summary.mean,
@@ -61,8 +64,8 @@ class ClassificationEvaluator:
             num_tasks=self.num_episodes,
             num_support=self.num_support,
             per_task=per_task,
-            inner_loss_pre=np.concatenate(pre),
-            inner_loss_post=np.concatenate(post),
+            inner_loss_pre=pre,
+            inner_loss_post=post,
             metric=self.metric,
             higher_is_better=self.higher_is_better,
         )
@@ -84,36 +87,20 @@ def nearest_mean_accuracy(evaluator: ClassificationEvaluator) -> Evaluation:
             tf.square(batch.query_x[:, :, None, :] - means[:, None, :, :]), axis=-1
         )  # [B, N*V, N]
         predicted = tf.argmin(distance, axis=-1, output_type=tf.int32)
-        accuracy.append(
-            tf.reduce_mean(tf.cast(predicted == batch.query_y, tf.float32), axis=1).numpy()
-        )
+        accuracy.append(_accuracy(predicted, batch.query_y).numpy())
     per_task = np.concatenate(accuracy)
-    summary = mean_confidence_interval(per_task)
-    empty = np.zeros_like(per_task)
-    return Evaluation(
-        mean=summary.mean,
-        ci95=summary.ci95,
-        num_tasks=evaluator.num_episodes,
-        num_support=evaluator.num_support,
-        per_task=per_task,
-        inner_loss_pre=empty,
-        inner_loss_post=empty,
-        metric="accuracy",
-        higher_is_better=True,
-    )
+    no_inner_loop = np.zeros_like(per_task)
+    return evaluator.evaluation(per_task, no_inner_loop, no_inner_loop)
 
 
-def _score_batch(learner: Learner, batch):
-    """Query accuracy per episode [B], and the inner loss before and after adaptation."""
-    state, inner_losses = learner.adapt(
-        batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
-    )
+def query_accuracy(learner: Learner, state, batch) -> tf.Tensor:
+    """The adapted learner's accuracy on each episode's queries, [B]."""
     logits = learner.predict(state, batch.query_x)  # [B, N*V, N]
-    correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), batch.query_y)
-    accuracy = tf.reduce_mean(tf.cast(correct, tf.float32), axis=1)  # [B]
-    post = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
-    pre = inner_losses[0] if learner.num_inner_steps else post
-    return accuracy, pre, post
+    return _accuracy(tf.argmax(logits, -1, output_type=tf.int32), batch.query_y)
+
+
+def _accuracy(predicted: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_mean(tf.cast(tf.equal(predicted, labels), tf.float32), axis=1)  # [B]
 
 
 @gin.configurable

@@ -75,7 +75,7 @@ class SineEvaluator:
         if learner is not self._learner:  # trace once per learner, not per call
             self._learner = learner
             self._score_batch = tf.function(
-                lambda batch: _score_batch(learner, batch), reduce_retracing=True
+                lambda batch: score_batch(learner, batch), reduce_retracing=True
             )
         scores, pre, post = [], [], []
         for index, start in enumerate(range(0, self.num_tasks, self.batch_size)):
@@ -98,15 +98,16 @@ class SineEvaluator:
         )
 
 
-def _score_batch(learner: Learner, batch):
-    """Query MSE per task [B], and the inner loss before and after adaptation [B]."""
+def score_batch(learner: Learner, batch, metric=None):
+    """A metric per task [B] (default: the query loss, MSE for sine), and the inner loss
+    before and after adaptation [B]; `metric(learner, state, batch)` -> [B]."""
     state, inner_losses = learner.adapt(
         batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
     )
-    mse = learner.query_loss(batch, state)  # [B]
+    score = learner.query_loss(batch, state) if metric is None else metric(learner, state, batch)
     post = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
     pre = inner_losses[0] if learner.num_inner_steps else post
-    return mse, pre, post
+    return score, pre, post
 
 
 @gin.configurable
