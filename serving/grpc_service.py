@@ -16,7 +16,7 @@ from tensorflow_serving.apis import (
 
 from serving.errors import ServingError
 from serving.service import InferenceService
-from serving.tensors import from_protos, to_proto
+from serving.tensors import fill_proto, from_protos
 
 
 def _version_and_label(model_spec) -> tuple[int | None, str | None]:
@@ -53,7 +53,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response.model_spec.version.value = servable.version
         response.model_spec.signature_name = signature.name
         for key, value in outputs.items():
-            response.outputs[key].CopyFrom(to_proto(value))
+            fill_proto(response.outputs[key], value)
         self.service.record(name, "predict", "GRPC", "OK", start)
         return response
 

@@ -106,19 +106,54 @@ def check_inputs(
 # -- gRPC ---------------------------------------------------------------------------
 
 
+# TensorFlow's own converters (tf.make_ndarray, tf.make_tensor_proto) handle every
+# encoding but cost 30-80 us per tensor, a tenth of a small model call; the packed
+# `tensor_content` encoding that clients (theirs included) send for numeric arrays is
+# converted directly, everything else goes through TensorFlow's.
+_PACKED_DTYPES = {
+    np.dtype(dtype.as_numpy_dtype): dtype.as_datatype_enum
+    for dtype in (tf.float32, tf.float64, tf.int32, tf.int64, tf.bool)
+}
+_NUMPY_OF = {enum: dtype for dtype, enum in _PACKED_DTYPES.items()}
+
+
+def from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """One TensorProto -> array (read-only when decoded from packed bytes)."""
+    dtype = _NUMPY_OF.get(proto.dtype)
+    if dtype is not None and proto.tensor_content and not proto.tensor_shape.unknown_rank:
+        shape = [d.size for d in proto.tensor_shape.dim]
+        return np.frombuffer(proto.tensor_content, dtype=dtype).reshape(shape)
+    return tf.make_ndarray(proto)
+
+
 def from_protos(protos) -> dict[str, np.ndarray]:
     """PredictRequest.inputs -> arrays; a malformed TensorProto is INVALID_ARGUMENT."""
     arrays = {}
     for name, proto in protos.items():
         try:
-            arrays[name] = tf.make_ndarray(proto)
+            arrays[name] = from_proto(proto)
         except Exception as error:
             raise invalid(f"input {name}: cannot decode TensorProto: {error}") from None
     return arrays
 
 
+def fill_proto(proto: tensor_pb2.TensorProto, value: np.ndarray) -> None:
+    """Writes `value` into `proto` (e.g. a response's output entry, in place)."""
+    value = np.asarray(value)
+    enum = _PACKED_DTYPES.get(value.dtype)
+    if enum is None:
+        proto.CopyFrom(tf.make_tensor_proto(value))
+        return
+    proto.dtype = enum
+    for size in value.shape:
+        proto.tensor_shape.dim.add().size = size
+    proto.tensor_content = np.ascontiguousarray(value).tobytes()
+
+
 def to_proto(value: np.ndarray) -> tensor_pb2.TensorProto:
-    return tf.make_tensor_proto(value)
+    proto = tensor_pb2.TensorProto()
+    fill_proto(proto, value)
+    return proto
 
 
 # -- REST ---------------------------------------------------------------------------

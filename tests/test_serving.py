@@ -532,3 +532,39 @@ def test_fast_calls_run_on_the_event_loop_and_slow_ones_on_the_pool(server, clie
         assert service.inline_calls - before == 32
     finally:
         service.inline_below = 0.002
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.arange(12, dtype=np.float32).reshape(2, 3, 2),
+        np.zeros((2, 0, 1), np.float32),
+        np.array([[True, False]]),
+        np.array([[1, -2, 3]], np.int32),
+        np.array([7], np.int64),
+        np.float64(2.5),
+        np.array(["a", "b"]),
+    ],
+    ids=["float32", "empty", "bool", "int32", "int64", "scalar", "strings"],
+)
+def test_tensor_conversions_agree_with_tensorflows(value):
+    from serving.tensors import from_proto, to_proto
+
+    theirs = tf.make_tensor_proto(value)
+    expected = tf.make_ndarray(theirs)
+    ours = tf.make_ndarray(to_proto(value))  # TF reads what we write
+    assert ours.dtype == expected.dtype and ours.shape == expected.shape
+    np.testing.assert_array_equal(ours, expected)
+    decoded = from_proto(theirs)  # we read what TF writes
+    assert decoded.dtype == expected.dtype and decoded.shape == expected.shape
+    np.testing.assert_array_equal(decoded, expected)
+
+
+def test_a_tensor_content_of_the_wrong_length_is_invalid_argument(client):
+    request = client.request(_good_inputs(), model_name="viable")
+    request.inputs["query_x"].tensor_content = request.inputs["query_x"].tensor_content[:-4]
+    with pytest.raises(grpc.RpcError) as info:
+        client.call(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input query_x: cannot decode TensorProto" in info.value.details()
+    _good_request_succeeds(client)
