@@ -19,6 +19,7 @@ the label of the nearest class mean of its support features.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -39,12 +40,6 @@ LABELS = {"cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE", 
 def _load(path: str) -> dict:
     with open(path) as f:
         return json.load(f)
-
-
-def _dump(record: dict, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
 
 
 def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) -> dict:
@@ -74,7 +69,9 @@ def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) ->
         "final_train_accuracy": history["accuracy"][-1],
         "seconds": round(time.perf_counter() - start, 1),
     }
-    _dump(info, info_path)
+    from viable_tf.training.experiment import write_json
+
+    write_json(info, info_path)
     return info
 
 
@@ -86,12 +83,11 @@ def _subprocess(command: list[str], log_path: str) -> None:
         raise RuntimeError(f"{' '.join(command[:2])} failed; see {log_path}")
 
 
-def train(work_dir: str, run: str, params: list[str]) -> float:
-    """Stage 2 for one run (skipped if done); returns its wall-clock seconds."""
+def train(work_dir: str, run: str, params: list[str]) -> None:
+    """Stage 2 for one run (skipped if done); its time is in its results.json."""
     model_dir = os.path.join(work_dir, "runs", run)
-    results = os.path.join(model_dir, "results.json")
-    if os.path.exists(results):
-        return _load(results).get("train_and_eval_seconds", 0.0)
+    if os.path.exists(os.path.join(model_dir, "results.json")):
+        return
     os.makedirs(model_dir, exist_ok=True)
     bin_dir = os.path.dirname(sys.executable)
     features = os.path.join(work_dir, "features")
@@ -103,9 +99,7 @@ def train(work_dir: str, run: str, params: list[str]) -> float:
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={model_dir}",
     ]
-    start = time.perf_counter()
     _subprocess(command, os.path.join(model_dir, "log.txt"))
-    return time.perf_counter() - start
 
 
 def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
@@ -122,10 +116,16 @@ def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
         _subprocess(command, os.path.join(model_dir, "log.txt"))
 
 
-def export(work_dir: str, run: str) -> str:
-    """Stage 4 for one run: the model with the frozen encoder, as a served version."""
+@functools.cache
+def _frozen_encoder(work_dir: str):
+    """The encoder of stage 1, read once for all exports."""
     import keras
 
+    return keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
+
+
+def export(work_dir: str, run: str) -> str:
+    """Stage 4 for one run: the model with the frozen encoder, as a served version."""
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
     from viable_tf.training.experiment import load_run
@@ -136,7 +136,6 @@ def export(work_dir: str, run: str) -> str:
     model_dir = os.path.join(work_dir, "runs", run)
     features = os.path.join(work_dir, "features")
     trainer, step = load_run(model_dir, (f"DATA_DIR={features!r}",))
-    encoder = keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
         config = f.read()
     return export_saved_model(
@@ -149,13 +148,14 @@ def export(work_dir: str, run: str) -> str:
             "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
         },
         model_name=run,
-        featurizer=encoder,
+        featurizer=_frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
     )
 
 
 def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
     """Nearest class mean on the features, on the runs' own test episodes."""
+    from viable_tf.cli.common import parse_gin
     from viable_tf.evaluation.classification import (
         classification_test_evaluator,
         nearest_mean_accuracy,
@@ -163,15 +163,17 @@ def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
     from viable_tf.tasks.classification import FewShotEpisodes
 
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
-    tasks = FewShotEpisodes(
-        data_dir=os.path.join(work_dir, "features"),
-        config="omniglot_center",
-        num_ways=ways,
-        num_shots=shots,
-        num_queries=10,  # as gin/omniglot/base.gin
-        train_splits=("train",),
+    # The data and episodes exactly as the runs' configs set them (gin/omniglot/base.gin).
+    parse_gin(
+        [os.path.join(GIN_DIR, "base.gin")],
+        [
+            f"DATA_DIR={os.path.join(work_dir, 'features')!r}",
+            f"NUM_WAYS={ways}",
+            f"NUM_SHOTS={shots}",
+            f"classification_test_evaluator.num_episodes={test_episodes}",
+        ],
     )
-    result = nearest_mean_accuracy(classification_test_evaluator(tasks, num_episodes=test_episodes))
+    result = nearest_mean_accuracy(classification_test_evaluator(FewShotEpisodes()))
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 
@@ -208,7 +210,7 @@ def report(summary: dict) -> str:
     for name, record in runs.items():
         lines.append(
             f"| {name} | {record['steps_trained']} | {record['checkpoint_step']} "
-            f"| {record['seconds'] / 60:.1f} min |"
+            f"| {record['train_and_eval_seconds'] / 60:.1f} min |"
         )
     return "\n".join(lines) + "\n"
 
@@ -274,10 +276,9 @@ def _main() -> int:
     runs = [f"{m}_{s}" for s in settings for m in methods]
     summary: dict = {"methods": list(methods), "settings": list(settings), "runs": {}}
     for run in tqdm(runs, unit="run", desc="omniglot"):
-        seconds = train(args.work_dir, run, params)
+        train(args.work_dir, run, params)
         model_dir = os.path.join(args.work_dir, "runs", run)
         record = _load(os.path.join(model_dir, "results.json"))
-        record["seconds"] = round(seconds, 1)
         if run.endswith("_5way5shot") and not args.no_sweep:
             sweep(args.work_dir, run, SWEEP_SHOTS)
             record["by_shots"] = {
@@ -293,7 +294,9 @@ def _main() -> int:
         wall_clock_seconds=round(time.perf_counter() - start, 1),
         command=" ".join(["viable-omniglot", *sys.argv[1:]]),
     )
-    _dump(summary, os.path.join(args.work_dir, "results.json"))
+    from viable_tf.training.experiment import write_json
+
+    write_json(summary, os.path.join(args.work_dir, "results.json"))
     text = report(summary)
     with open(os.path.join(args.work_dir, "results.md"), "w") as f:
         f.write(text)
