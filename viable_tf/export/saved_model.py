@@ -94,10 +94,6 @@ class AdaptThenPredict(tf.Module):
             signatures.update(adapt=self.adapt, predict=self.predict)
         return signatures
 
-    def output_names(self) -> list[str]:
-        """What a prediction returns: `predictions`, or a classifier's three outputs."""
-        return ["logits", "probabilities", "classes"] if self.classification else ["predictions"]
-
     def _features(self, x):
         """Raw inputs [B, P, *input_shape] -> the learner's inputs [B, P, D]."""
         if self.featurizer is None:

@@ -41,8 +41,6 @@ class FewShotEpisodes:
       tfds_dir: where the TFDS files are generated (default: data_dir/tfds).
     """
 
-    task_loss = "cross_entropy"
-
     def __init__(
         self,
         *,
@@ -63,7 +61,6 @@ class FewShotEpisodes:
                 raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
         if test_split in train_splits:
             raise ValueError(f"test split {test_split!r} must not be meta-trained on")
-        self.data_dir = data_dir
         builder = prepare(
             config, manual_dir=data_dir, data_dir=tfds_dir or os.path.join(data_dir, "tfds")
         )
@@ -79,7 +76,6 @@ class FewShotEpisodes:
         self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
         self.input_dim = self.train.input_dim  # E
         self.output_dim = num_ways  # N logits
-        self.config = config
 
     def sample(self, seed: tf.Tensor, batch_size: int) -> tuple[TaskBatch, None]:
         """B training episodes from `seed` [2] (the trainer's interface)."""

@@ -38,33 +38,25 @@ class EpisodeSampler:
                 f"expected embeddings [n, E] and labels [n], got {list(embeddings.shape)} "
                 f"and {list(labels.shape)}"
             )
-        for name, value, low in (
-            ("num_ways", num_ways, 1),
-            ("num_shots", num_shots, 0),
-            ("num_queries", num_queries, 1),
-        ):
-            if value < low:
-                raise ValueError(f"{name} must be >= {low}, got {value}")
+        for name, value in (("num_ways", num_ways), ("num_queries", num_queries)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
         classes, class_index = np.unique(labels, return_inverse=True)
         if len(classes) < num_ways:
             raise ValueError(
                 f"{num_ways}-way episodes need {num_ways} classes, found {len(classes)}"
             )
         counts = np.bincount(class_index)
-        needed = num_shots + num_queries
-        if counts.min() < needed:
-            short = classes[counts.argmin()]
-            raise ValueError(
-                f"class {short!r} has {counts.min()} examples; {num_shots}-shot episodes with "
-                f"{num_queries} queries per class need {needed}"
-            )
+        self._fewest = (classes[counts.argmin()], int(counts.min()))  # (class, examples)
+        self.num_queries = num_queries
+        self._check_shots(num_shots)
         # [C, M]: row c lists the examples of class c, padded with -1.
         members = np.full((len(classes), counts.max()), -1, np.int32)
         for c in range(len(classes)):
             rows = np.flatnonzero(class_index == c)
             members[c, : len(rows)] = rows
         self.classes = classes
-        self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
+        self.num_ways, self.num_shots = num_ways, num_shots
         self.input_dim = embeddings.shape[1]  # E
         self.output_dim = num_ways  # N logits
         self._embeddings = tf.constant(embeddings)
@@ -73,17 +65,23 @@ class EpisodeSampler:
 
     def with_shots(self, num_shots: int) -> EpisodeSampler:
         """The same classes and examples, K = `num_shots` (e.g. testing at 1..9 shots)."""
+        self._check_shots(num_shots)
         other = object.__new__(EpisodeSampler)
         other.__dict__.update(self.__dict__)
-        needed = num_shots + self.num_queries
-        if num_shots < 0 or int(self._counts.numpy().min()) < needed:
-            raise ValueError(
-                f"{num_shots}-shot episodes with {self.num_queries} queries per class need "
-                f"{needed} examples per class; the smallest class has "
-                f"{int(self._counts.numpy().min())}"
-            )
         other.num_shots = num_shots
         return other
+
+    def _check_shots(self, num_shots: int) -> None:
+        """Every class must hold K support and V query examples."""
+        if num_shots < 0:
+            raise ValueError(f"num_shots must be >= 0, got {num_shots}")
+        short, count = self._fewest
+        needed = num_shots + self.num_queries
+        if count < needed:
+            raise ValueError(
+                f"class {short!r} has {count} examples; {num_shots}-shot episodes with "
+                f"{self.num_queries} queries per class need {needed}"
+            )
 
     def sample_batch(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
         """B episodes as a pure function of `seed` [2], with a leading axis B.
