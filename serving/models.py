@@ -17,6 +17,9 @@ import asyncio
 import json
 import logging
 import os
+import statistics
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -68,6 +71,8 @@ class Servable:
         self._loaded = tf.saved_model.load(path)
         self._functions = dict(self._loaded.signatures)
         self._callers = {key: _flat_caller(fn) for key, fn in self._functions.items()}
+        # Recent call times per signature, for the server to choose where a call runs.
+        self.recent_seconds = {key: deque(maxlen=15) for key in self._functions}
         self.signatures = {
             key: Signature(
                 key,
@@ -88,11 +93,19 @@ class Servable:
                 self.description = json.load(f)
 
     def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Calls a signature; blocking."""
+        """Calls a signature (blocking) and records how long it took."""
+        start = time.perf_counter()
         tensors = {k: tf.constant(v) for k, v in inputs.items()}
         caller = self._callers[signature]
         outputs = caller(tensors) if caller else self._functions[signature](**tensors)
-        return {key: value.numpy() for key, value in outputs.items()}
+        outputs = {key: value.numpy() for key, value in outputs.items()}
+        self.recent_seconds[signature].append(time.perf_counter() - start)
+        return outputs
+
+    def typical_seconds(self, signature: str) -> float | None:
+        """The median of the signature's recent call times (None before its first call)."""
+        recent = self.recent_seconds[signature]
+        return statistics.median(recent) if recent else None
 
     def warm_up(self) -> int:
         """Replays the export's warm-up requests; returns how many ran."""

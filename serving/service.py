@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import statistics
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -42,7 +40,6 @@ class InferenceService:
         # call (~0.3 ms). Longer calls, and calls of unknown cost, go to the pool, so
         # the loop never stalls for longer than that. Unbatched serving only.
         self.inline_below = inline_below_ms / 1000 if batching is None else 0.0
-        self._seconds: dict[tuple[int, str], deque] = {}  # recent call times per signature
         self.inline_calls = 0
         self.batcher = Batcher(batching, self._run) if batching else None
 
@@ -84,20 +81,13 @@ class InferenceService:
         return {key: outputs[key] for key in wanted}
 
     async def _run(self, servable: Servable, signature: str, inputs: dict[str, np.ndarray]):
-        recent = self._seconds.setdefault((id(servable), signature), deque(maxlen=15))
-        typical = statistics.median(recent) if recent else None
-        start = time.perf_counter()
+        typical = servable.typical_seconds(signature)
         try:
             if typical is not None and typical < self.inline_below:
                 self.inline_calls += 1
-                outputs = servable.run(signature, inputs)
-            else:
-                loop = asyncio.get_running_loop()
-                outputs = await loop.run_in_executor(
-                    self._executor, servable.run, signature, inputs
-                )
-            recent.append(time.perf_counter() - start)
-            return outputs
+                return servable.run(signature, inputs)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, servable.run, signature, inputs)
         except tf.errors.InvalidArgumentError as error:
             raise invalid(graph_error_message(error.message)) from None
         except tf.errors.ResourceExhaustedError as error:
