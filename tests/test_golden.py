@@ -32,7 +32,10 @@ from viable_tf.tasks import TaskBatch
 
 def _linear_network(**dims):
     return PredictionNetwork(
-        hidden_units=(), kernel_initializer=keras.initializers.Constant(0.5), **dims
+        hidden_units=(),
+        init="keras",  # zero bias b
+        kernel_initializer=keras.initializers.Constant(0.5),
+        **dims,
     )
 
 

@@ -13,18 +13,25 @@ y_hat_j, y_j) and, for the relation network, also x_j.
 The output layer has no bias, on purpose: a constant offset to the inner loss
 does not change d/dphi, so such a bias would never receive a meta-gradient.
 
+Weights start as in CAVIA's PyTorch code (`init='torch'`, SPEC §3.1): kernels and
+biases uniform in ±1/sqrt(fan_in), fan_in = 2F for the relation network's first
+layer. With Keras' zero biases (`init='keras'`) a ReLU loss network is positively
+homogeneous and, as its biases get no meta-gradient, stays so through meta-training.
+
 Shape legend: B tasks, K support points, F per-point features, H hidden units.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.tasks.base import masked_mean
+from viable_tf.networks import initializers
+from viable_tf.ops import masked_mean
 
 
 def _validate(hidden_units: Sequence[int]) -> tuple[int, ...]:
@@ -44,23 +51,34 @@ class _LossNetwork(keras.layers.Layer):
         activation: str = "relu",
         output_activation: str | None = None,
         include_inputs: bool,
+        init: str = "torch",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self.hidden_units = _validate(hidden_units)
+        self.init = initializers.check_init(init)
         self.activation = keras.activations.get(activation)
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
         # Attributes, not a list, so that tf.train.Checkpoint tracks them.
-        for i, units in enumerate(self.hidden_units[1:], 1):
-            setattr(
-                self,
-                f"hidden_{i}",
-                keras.layers.Dense(units, activation=self.activation, name=f"hidden_{i}"),
-            )
+        for i, (fan_in, units) in enumerate(itertools.pairwise(self.hidden_units), 1):
+            setattr(self, f"hidden_{i}", self._dense(units, fan_in, self.activation, f"hidden_{i}"))
         # No bias: it would get no meta-gradient (see module docstring).
-        self._output = keras.layers.Dense(
-            1, activation=self.output_activation, use_bias=False, name="output"
+        self._output = self._dense(
+            1, self.hidden_units[-1], self.output_activation, "output", use_bias=False
+        )
+
+    def _dense(self, units, fan_in, activation, name, use_bias=True) -> keras.layers.Dense:
+        """A Dense layer of `units` on `fan_in` inputs, initialised as `init` says."""
+        return keras.layers.Dense(
+            units,
+            activation=activation,
+            use_bias=use_bias,
+            kernel_initializer=initializers.kernel_initializer(
+                self.init, fan_in=fan_in, fan_out=units
+            ),
+            bias_initializer=initializers.bias_initializer(self.init, fan_in=fan_in),
+            name=name,
         )
 
     @property
@@ -88,6 +106,7 @@ class _LossNetwork(keras.layers.Layer):
             activation=keras.activations.serialize(self.activation),
             output_activation=keras.activations.serialize(self.output_activation),
             include_inputs=self.include_inputs,
+            init=self.init,
         )
         return config
 
@@ -104,6 +123,7 @@ class SimpleLossNetwork(_LossNetwork):
         activation: str = "relu",
         output_activation: str | None = None,
         include_inputs: bool = False,
+        init: str = "torch",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -111,14 +131,15 @@ class SimpleLossNetwork(_LossNetwork):
             activation=activation,
             output_activation=output_activation,
             include_inputs=include_inputs,
+            init=init,
             **kwargs,
         )
-        self._first = keras.layers.Dense(self.hidden_units[0], name="hidden_0")
 
     def build(self, input_shape) -> None:
         if self.built:
             return
-        feature_dim = input_shape[-1]
+        feature_dim = input_shape[-1]  # F, the first layer's fan-in
+        self._first = self._dense(self.hidden_units[0], feature_dim, None, "hidden_0")
         self._first.build((None, feature_dim))
         self._build_tail(self.hidden_units[0])
         self.built = True
@@ -151,6 +172,7 @@ class RelationLossNetwork(_LossNetwork):
         output_activation: str | None = None,
         include_inputs: bool = True,
         decomposed: bool = True,
+        init: str = "torch",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -158,6 +180,7 @@ class RelationLossNetwork(_LossNetwork):
             activation=activation,
             output_activation=output_activation,
             include_inputs=include_inputs,
+            init=init,
             **kwargs,
         )
         self.decomposed = decomposed  # False: materialise every pair (benchmarks only)
@@ -167,16 +190,24 @@ class RelationLossNetwork(_LossNetwork):
             return
         feature_dim = input_shape[-1]
         units = self.hidden_units[0]
-        # The halves of one [2F, H] kernel; Glorot limits use the pair's fan-in 2F.
-        limit = (6.0 / (2 * feature_dim + units)) ** 0.5
-        init = keras.initializers.RandomUniform(-limit, limit)
+        # The halves of one [2F, H] kernel: initialised with the pair's fan-in 2F,
+        # each from its own draw.
+        fan_in = 2 * feature_dim
         self.kernel_first = self.add_weight(
-            shape=(feature_dim, units), initializer=init, name="kernel_first"
+            shape=(feature_dim, units),
+            initializer=initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=units),
+            name="kernel_first",
         )  # W_a, applied to f_j
         self.kernel_second = self.add_weight(
-            shape=(feature_dim, units), initializer=init, name="kernel_second"
+            shape=(feature_dim, units),
+            initializer=initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=units),
+            name="kernel_second",
         )  # W_b, applied to f_k
-        self.bias = self.add_weight(shape=(units,), initializer="zeros", name="bias_0")
+        self.bias = self.add_weight(
+            shape=(units,),
+            initializer=initializers.bias_initializer(self.init, fan_in=fan_in),
+            name="bias_0",
+        )
         self._build_tail(units)
         self.built = True
 

@@ -5,6 +5,10 @@ enters the first layer linearly, W·[x; phi] = W_x·x + W_phi·phi: the context 
 is computed once per task and broadcast over its points instead of tiling phi
 onto every point.
 
+Weights start as the code lineage's do (`init='torch'`, SPEC §3.1): kernels and biases
+uniform in ±1/sqrt(fan_in), fan_in = D + C for the split first layer, as CAVIA's
+PyTorch `nn.Linear` layers start; `init='keras'` gives Keras' Glorot kernels and zero biases.
+
 The network is also usable functionally, with weights passed in (`forward`):
 MAML adapts the weights themselves, one copy per task, with a leading B axis.
 
@@ -21,6 +25,7 @@ import keras
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
+from viable_tf.networks import initializers
 
 
 def _dense(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
@@ -54,8 +59,9 @@ class PredictionNetwork(keras.layers.Layer):
         output_dim: int,
         context_dim: int,
         hidden_units: Sequence[int] = (40, 40),
-        kernel_initializer: str | dict = "glorot_uniform",
-        bias_initializer: str | dict = "zeros",
+        init: str = "torch",
+        kernel_initializer: str | dict | keras.initializers.Initializer | None = None,
+        bias_initializer: str | dict | keras.initializers.Initializer | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -70,8 +76,10 @@ class PredictionNetwork(keras.layers.Layer):
         self.output_dim = output_dim
         self.context_dim = context_dim
         self.hidden_units = tuple(int(u) for u in hidden_units)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.init = initializers.check_init(init)
+        # Explicit initializers, if given, override `init`'s (tests use constants).
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
         self.build()
 
     def build(self, input_shape=None) -> None:
@@ -79,45 +87,49 @@ class PredictionNetwork(keras.layers.Layer):
             return
         widths = (*self.hidden_units, self.output_dim)
         first = widths[0]
+        fan_in = self.input_dim + self.context_dim  # the whole first layer's, [x; phi]
         # Each weight is an attribute (not a list item) so that tf.train.Checkpoint
         # tracks it; `_param_names` keeps forward()'s order.
         self._param_names = ["kernel_x"]
         self.kernel_x = self.add_weight(
-            shape=(self.input_dim, first), initializer=self._fan_in_init(), name="kernel_x"
+            shape=(self.input_dim, first),
+            initializer=self._kernel_init(fan_in, first),
+            name="kernel_x",
         )
         if self.context_dim:
             self._param_names.append("kernel_context")
             self.kernel_context = self.add_weight(
                 shape=(self.context_dim, first),
-                initializer=self._fan_in_init(),
+                initializer=self._kernel_init(fan_in, first),
                 name="kernel_context",
             )
         self._param_names.append("bias_0")
         self.bias_0 = self.add_weight(
-            shape=(first,), initializer=self.bias_initializer, name="bias_0"
+            shape=(first,), initializer=self._bias_init(fan_in), name="bias_0"
         )
         for i, (fan_in, fan_out) in enumerate(itertools.pairwise(widths), 1):
             self._param_names += [f"kernel_{i}", f"bias_{i}"]
             kernel = self.add_weight(
-                shape=(fan_in, fan_out), initializer=self.kernel_initializer, name=f"kernel_{i}"
+                shape=(fan_in, fan_out),
+                initializer=self._kernel_init(fan_in, fan_out),
+                name=f"kernel_{i}",
             )
             bias = self.add_weight(
-                shape=(fan_out,), initializer=self.bias_initializer, name=f"bias_{i}"
+                shape=(fan_out,), initializer=self._bias_init(fan_in), name=f"bias_{i}"
             )
             setattr(self, f"kernel_{i}", kernel)
             setattr(self, f"bias_{i}", bias)
         self.built = True
 
-    def _fan_in_init(self):
-        # The first layer is split into x and context parts; initialise each as
-        # part of one [D + C, H] kernel would be (Glorot limits use the full fan-in).
-        initializer = self.kernel_initializer
-        if isinstance(initializer, keras.initializers.GlorotUniform):
-            full_fan_in = self.input_dim + self.context_dim
-            fan_out = (self.hidden_units or (self.output_dim,))[0]
-            limit = (6.0 / (full_fan_in + fan_out)) ** 0.5
-            return keras.initializers.RandomUniform(-limit, limit, seed=initializer.seed)
-        return initializer
+    def _kernel_init(self, fan_in: int, fan_out: int):
+        if self.kernel_initializer is not None:
+            return keras.initializers.get(self.kernel_initializer)
+        return initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=fan_out)
+
+    def _bias_init(self, fan_in: int):
+        if self.bias_initializer is not None:
+            return keras.initializers.get(self.bias_initializer)
+        return initializers.bias_initializer(self.init, fan_in=fan_in)
 
     @property
     def params(self) -> list:
@@ -165,7 +177,14 @@ class PredictionNetwork(keras.layers.Layer):
             output_dim=self.output_dim,
             context_dim=self.context_dim,
             hidden_units=list(self.hidden_units),
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            init=self.init,
+            kernel_initializer=_serialize(self.kernel_initializer),
+            bias_initializer=_serialize(self.bias_initializer),
         )
         return config
+
+
+def _serialize(initializer):
+    if initializer is None or isinstance(initializer, str):
+        return initializer
+    return keras.initializers.serialize(keras.initializers.get(initializer))
