@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.learners.base import Learner
-from viable_tf.tasks.sine import SineTasks, seed_for
+from viable_tf.ops import seed_for
+from viable_tf.tasks.sine import SineTasks
 
 #: Seeds of the fixed task sets; never the training seed's stream.
 TEST_SEED = 20190101

@@ -12,21 +12,22 @@ import tensorflow as tf
 
 from viable_tf.evaluation.sine import test_evaluator
 from viable_tf.evaluation.statistics import mean_confidence_interval
-from viable_tf.tasks.sine import seed_for, sine_curve
+from viable_tf.ops import seed_for
+from viable_tf.tasks.sine import sine_curve
 from viable_tf.training.experiment import load_run
 
 FIGURE_TASK_SEED = 4
+FIT_COLORS = ("tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
-def adapted_from_four_points(
-    *, cavia_dir: str, relviable_dir: str, path: str, num_tasks: int = 3
-) -> None:
-    """(c): tasks adapted from K = 4 points: truth, the points, CAVIA's and relVIABLE's fits.
+def adapted_from_four_points(model_dirs: dict[str, str], *, path: str, num_tasks: int = 3) -> None:
+    """(c): tasks adapted from K = 4 points: truth, the points, and each run's fit
+    (`model_dirs`: label -> trained run, e.g. CAVIA and relVIABLE).
 
     The tasks are the first `num_tasks` of a fixed seed, not picked by hand.
     """
     fits = {}
-    for label, model_dir in (("CAVIA", cavia_dir), ("relVIABLE", relviable_dir)):
+    for label, model_dir in model_dirs.items():
         trainer, _ = load_run(model_dir)
         grid = trainer.tasks.evaluation_grid(200)
         batch, params = trainer.tasks.sample(
@@ -41,8 +42,8 @@ def adapted_from_four_points(
     figure, axes = plt.subplots(1, num_tasks, figsize=(4.2 * num_tasks, 3.4))
     for i, ax in enumerate(np.atleast_1d(axes)):
         ax.plot(x, truth[i], color="black", label="truth")
-        ax.plot(x, fits["CAVIA"][i], color="tab:orange", label="CAVIA")
-        ax.plot(x, fits["relVIABLE"][i], color="tab:red", label="relVIABLE")
+        for (label, fit), color in zip(fits.items(), FIT_COLORS, strict=False):
+            ax.plot(x, fit[i], color=color, label=label)
         ax.scatter(
             batch.support_x[i, :, 0],
             batch.support_y[i, :, 0],
@@ -92,7 +93,7 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
         }
         gin.clear_config()
 
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     methods = list(numbers)
     width = 0.38
     positions = np.arange(len(methods))
@@ -119,7 +120,7 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
                 capsize=3,
                 label="before update" if stage == "pre" else "after update",
             )
-        ax.set_xticks(positions, methods)
+        ax.set_xticks(positions, methods, fontsize="small", rotation=15)
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_title(title, fontsize="medium")
         ax.legend(fontsize="small", loc="best")

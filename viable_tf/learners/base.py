@@ -22,7 +22,8 @@ import keras
 import tensorflow as tf
 
 from viable_tf.learners.task_losses import get_task_loss
-from viable_tf.tasks.base import TaskBatch, masked_mean
+from viable_tf.ops import masked_mean
+from viable_tf.tasks.base import TaskBatch
 
 State = list[tf.Tensor]
 
@@ -56,6 +57,19 @@ class Learner(keras.layers.Layer, abc.ABC):
         self.first_order = first_order
         self.task_loss_name = task_loss
         self.task_loss = get_task_loss(task_loss)  # L_T, per point
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        """The learner's hyper-parameters, flat, for results and TensorBoard's HParams."""
+        network = getattr(self, "network", None)
+        return {
+            "method": self.method_name,
+            "context_dim": int(getattr(self, "context_dim", 0)),
+            "inner_steps": self.num_inner_steps,
+            "inner_lr": self.inner_lr,
+            "first_order": self.first_order,
+            "init": getattr(network, "init", "custom"),
+            "activation": "none",  # the loss network's; a fixed task loss has none
+        }
 
     @abc.abstractmethod
     def initial_state(self, batch_size: tf.Tensor) -> State:

@@ -28,15 +28,3 @@ class TaskBatch(NamedTuple):
     support_mask: tf.Tensor
     query_x: tf.Tensor
     query_y: tf.Tensor
-
-
-def masked_mean(values: tf.Tensor, mask: tf.Tensor, axis: int | tuple[int, ...]) -> tf.Tensor:
-    """Mean of `values` over `axis` counting only entries where `mask` is True.
-
-    Masked entries take no part, even if they hold NaN or inf: they are replaced,
-    not multiplied by zero. An all-masked slice has mean 0 (and zero gradient).
-    """
-    mask = tf.cast(mask, values.dtype)
-    total = tf.reduce_sum(tf.where(mask > 0, values, tf.zeros_like(values)), axis=axis)
-    count = tf.reduce_sum(mask, axis=axis)
-    return total / tf.maximum(count, 1.0)

@@ -77,6 +77,14 @@ class FewShotEpisodes:
         self.input_dim = self.train.input_dim  # E
         self.output_dim = num_ways  # N logits
 
+    def hparams(self) -> dict[str, int]:
+        """N, K and V of the episodes, for results and TensorBoard's HParams."""
+        return {
+            "num_ways": self.num_ways,
+            "num_shots": self.num_shots,
+            "num_queries": self.num_queries,
+        }
+
     def sample(self, seed: tf.Tensor, batch_size: int) -> tuple[TaskBatch, None]:
         """B training episodes from `seed` [2] (the trainer's interface)."""
         return self.train.sample_batch(seed, batch_size), None

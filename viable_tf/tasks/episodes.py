@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from viable_tf import ops
+from viable_tf.ops import seed_for
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.tasks.sine import seed_for
 
 
 class EpisodeSampler:
@@ -91,13 +92,13 @@ class EpisodeSampler:
         """
         n, k, v = self.num_ways, self.num_shots, self.num_queries
         b = batch_size
-        class_seed, example_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        class_seed, example_seed = tf.unstack(ops.split_seed(seed, 2))
         # A random permutation of the classes per episode; label i is chosen[:, i], so
         # classes are relabelled in random order.
-        order = tf.argsort(tf.random.stateless_uniform([b, len(self.classes)], class_seed))
+        order = tf.argsort(ops.uniform([b, len(self.classes)], class_seed))
         chosen = order[:, :n]  # [B, N]
         members = tf.gather(self._members, chosen)  # [B, N, M], padded with -1
-        scores = tf.random.stateless_uniform(tf.shape(members), example_seed)  # [B, N, M]
+        scores = ops.uniform(tf.shape(members), example_seed)  # [B, N, M]
         valid = tf.range(tf.shape(members)[2]) < tf.gather(self._counts, chosen)[..., None]
         scores = tf.where(valid, scores, 2.0)  # padding sorts last
         picks = tf.argsort(scores, axis=2)[..., : k + v]  # [B, N, K + V], no replacement

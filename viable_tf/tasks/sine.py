@@ -17,6 +17,7 @@ from typing import NamedTuple
 import gin
 import tensorflow as tf
 
+from viable_tf import ops
 from viable_tf.tasks.base import TaskBatch
 
 
@@ -32,11 +33,6 @@ def sine_curve(params: SineParams, x: tf.Tensor) -> tf.Tensor:
     amplitude = params.amplitude[:, None, None]  # [B, 1, 1]
     phase = params.phase[:, None, None]  # [B, 1, 1]
     return amplitude * tf.sin(x - phase)
-
-
-def seed_for(base_seed: int | tf.Tensor, index: int | tf.Tensor) -> tf.Tensor:
-    """A stateless-RNG seed [2] for the `index`-th draw of a run seeded `base_seed`."""
-    return tf.stack([tf.cast(base_seed, tf.int64), tf.cast(index, tf.int64)])
 
 
 @gin.configurable
@@ -85,6 +81,10 @@ class SineTasks:
         self.phase_range = tuple(float(v) for v in phase_range)
         self.input_range = tuple(float(v) for v in input_range)
 
+    def hparams(self) -> dict[str, int]:
+        """K (the padded size when K varies) and the smallest K, for results and HParams."""
+        return {"num_support": self.num_support, "min_support": self.min_support}
+
     def sample(
         self,
         seed: tf.Tensor,
@@ -108,19 +108,15 @@ class SineTasks:
         """
         if num_support is not None and num_support < 0:
             raise ValueError(f"num_support must be >= 0, got {num_support}")
-        seeds = tf.random.experimental.stateless_split(seed, num=5)
-        amplitude = tf.random.stateless_uniform(
-            [batch_size], seeds[0], *self.amplitude_range
-        )  # [B]
-        phase = tf.random.stateless_uniform([batch_size], seeds[1], *self.phase_range)  # [B]
+        seeds = ops.split_seed(seed, 5)
+        amplitude = ops.uniform([batch_size], seeds[0], *self.amplitude_range)  # [B]
+        phase = ops.uniform([batch_size], seeds[1], *self.phase_range)  # [B]
         params = SineParams(amplitude, phase)
 
         padded_k = self.num_support if num_support is None else num_support
-        support_x = tf.random.stateless_uniform(
-            [batch_size, padded_k, 1], seeds[2], *self.input_range
-        )  # [B, K, 1]
+        support_x = ops.uniform([batch_size, padded_k, 1], seeds[2], *self.input_range)  # [B, K, 1]
         if num_support is None and self.min_support < self.num_support:
-            task_k = tf.random.stateless_uniform(
+            task_k = ops.uniform(
                 [batch_size],
                 seeds[3],
                 minval=self.min_support,
@@ -132,7 +128,7 @@ class SineTasks:
             support_mask = tf.ones([batch_size, padded_k], tf.bool)  # [B, K]
 
         if query_x is None:
-            query_x = tf.random.stateless_uniform(
+            query_x = ops.uniform(
                 [batch_size, self.num_query, 1], seeds[4], *self.input_range
             )  # [B, Q, 1]
         else:

@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.tasks.sine import SineTasks, seed_for, sine_curve
+from viable_tf.ops import seed_for
+from viable_tf.tasks.sine import SineTasks, sine_curve
 
 FIGURE_SEED = 20190303
 
@@ -27,6 +28,19 @@ def operative_config(model_dir: str, step: int) -> str:
     # Markdown: indent by four spaces so TensorBoard shows it as a code block.
     tf.summary.text("operative_config", "    " + config.replace("\n", "\n    "), step=step)
     return config
+
+
+def hparams_session(model_dir: str, hparams: dict, metrics: dict[str, float], step: int) -> None:
+    """Logs a run's hyper-parameters and final metrics with TensorBoard's HParams plugin,
+    so that `tensorboard --logdir` over many runs shows them as one sortable table."""
+    from tensorboard.plugins.hparams import api as hp
+
+    writer = tf.summary.create_file_writer(model_dir)
+    with writer.as_default():
+        hp.hparams(hparams, trial_id=os.path.basename(os.path.normpath(model_dir)))
+        for tag, value in metrics.items():
+            tf.summary.scalar(tag, value, step=step)
+    writer.close()
 
 
 def figure_to_image(figure) -> tf.Tensor:

@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from viable_tf.evaluation.protocols import validation_protocol
 from viable_tf.learners.base import Learner
-from viable_tf.tasks.sine import SineTasks, seed_for
+from viable_tf.ops import seed_for
+from viable_tf.tasks.sine import SineTasks
 from viable_tf.training import summaries
 from viable_tf.training.distribute import is_chief, replica_slice
 
@@ -75,10 +76,9 @@ class Trainer:
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function.
-      jit_compile: compile the meta-update with XLA (single device only). XLA's
-        stateless RNG maps a seed to other numbers than TensorFlow's kernels, so an
-        XLA run draws a different, equally distributed, stream of training tasks;
-        every run is still exactly reproducible with the same settings.
+      jit_compile: compile the meta-update with XLA (single device only). Every
+        stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
+        training tasks with or without XLA, on one device or mirrored.
       figure_every: log a figure of adapted fits every this many meta-updates (0: never).
       keep_checkpoints: how many latest checkpoints to keep.
       show_progress: show a progress bar on the console.
