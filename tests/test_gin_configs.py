@@ -33,10 +33,15 @@ def test_config_parses_defines_macros_and_builds(config, tmp_path, monkeypatch):
         gin.query_parameter(f"%{macro}")  # raises if undefined
     trainer = Trainer(model_dir=str(tmp_path))
     name = os.path.basename(config).removesuffix(".gin")
-    expected = name.removesuffix("_vark").removesuffix("_tanh")
+    activation = name.rsplit("_", 1)[-1] if name.endswith(("_relu", "_tanh")) else None
+    expected = name.removesuffix(f"_{activation}").removesuffix("_vark")
     assert trainer.learner.method_name == expected
     assert trainer.num_steps == 50_000 and trainer.meta_batch_size == 25
-    if config.endswith("_vark.gin"):
+    assert trainer.learner.network.init == "torch"  # SPEC §3.1, every config
+    if activation:
+        assert trainer.learner.loss_network.activation.__name__ == activation
+        assert trainer.learner.loss_network.init == "torch"
+    if "_vark" in name:
         assert (trainer.tasks.min_support, trainer.tasks.num_support) == (0, 20)
     else:
         assert trainer.tasks.min_support == trainer.tasks.num_support == 10
@@ -61,11 +66,26 @@ def test_quick_config_layers_on_a_method(tmp_path, monkeypatch):
     assert trainer.num_steps == 25_000 and trainer.learner.method_name == "relviable"
 
 
-def test_tanh_options_change_only_the_activation(tmp_path, monkeypatch):
+def test_activation_configs_change_only_the_activation(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     for method in ("relviable", "simviable"):
-        parse_gin([f"gin/sine/{method}_tanh.gin"], [])
-        trainer = Trainer(model_dir=str(tmp_path / method))
-        assert trainer.learner.method_name == method
-        assert trainer.learner.loss_network.activation.__name__ == "tanh"
-        assert trainer.learner.num_inner_steps == 1 and trainer.num_steps == 50_000
+        for variant in ("", "_vark"):
+            configs = {}
+            for activation in ("relu", "tanh"):
+                parse_gin([f"gin/sine/{method}{variant}_{activation}.gin"], [])
+                configs[activation] = gin.config_str()
+                trainer = Trainer(model_dir=str(tmp_path / f"{method}{variant}_{activation}"))
+                assert trainer.learner.loss_network.activation.__name__ == activation
+            relu, tanh = (set(c.splitlines()) for c in configs.values())
+            assert {line for line in relu ^ tanh if not line.startswith("#")} == {
+                f"{type(trainer.learner.loss_network).__name__}.activation = '{a}'"
+                for a in ("relu", "tanh")
+            }
+
+
+def test_keras_init_is_one_macro_away(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    parse_gin(["gin/sine/relviable.gin"], ["INIT='keras'"])
+    trainer = Trainer(model_dir=str(tmp_path))
+    assert trainer.learner.network.init == trainer.learner.loss_network.init == "keras"
+    assert not any(v.numpy().any() for v in trainer.learner.variables if "bias" in v.path)

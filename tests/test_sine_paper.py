@@ -13,17 +13,29 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_plan_covers_every_experiment():
     runs = sine_paper.plan(num_steps=50_000, seeds=(0, 1, 2), extra_params=[])
     names = {run.name for run in runs}
-    assert len(runs) == len(names) == 20 + 3 + 6 + len(sine_paper.VARIATIONS)
-    longer = next(r for r in runs if r.name == "investigation/double_length")
-    assert longer.params[-1] == "NUM_STEPS=100000"  # after the default: it wins
-    for method in ("maml", "cavia", "simviable", "relviable"):
-        assert {f"a_context/{method}_c{c}" for c in range(1, 6)} <= names
-    for method in ("cavia", "simviable", "relviable"):
-        assert f"b_vark/{method}" in names
-        assert {f"seeds/{method}_seed1", f"seeds/{method}_seed2"} <= names
+    rows_a, rows_b = sine_paper.ROWS_A, sine_paper.ROWS_B
+    expected = 5 * len(rows_a) + len(rows_b) + 2 * len(rows_b) + 3 + len(sine_paper.VARIATIONS)
+    assert len(runs) == len(names) == expected
+    assert {"relviable_relu", "relviable_tanh", "simviable_relu", "simviable_tanh"} <= set(rows_b)
+    for key in rows_a:
+        assert {f"a_context/{key}_c{c}" for c in range(1, 6)} <= names
+    for key in rows_b:
+        assert f"b_vark/{key}" in names
+        assert {f"seeds/{key}_seed1", f"seeds/{key}_seed2"} <= names
     vark = [run for run in runs if run.name.startswith("b_vark/")]
     assert all(run.eval_shots == (0, 1, 2, 3, 4, 20) for run in vark)
+    assert all(
+        run.config.endswith(f"_vark_{run.row.split('_')[-1]}.gin")
+        for run in vark
+        if "viable" in run.row
+    )
     assert all("NUM_STEPS=50000" in run.params for run in runs)
+    for name in ("investigation/double_length_relu", "long/relviable_tanh_seed2"):
+        longer = next(r for r in runs if r.name == name)
+        assert longer.params[-1] == "NUM_STEPS=100000"  # after the default: it wins
+    keras = next(r for r in runs if r.name == "investigation/keras_init_relu")
+    assert keras.config == "sine/relviable_relu.gin" and "INIT='keras'" in keras.params
+    assert runs[0].name == "b_vark/relviable_tanh"  # the slowest first (400 pairs, tanh)
 
 
 def test_miniature_reproduction_end_to_end(tmp_path):
@@ -44,13 +56,19 @@ def test_miniature_reproduction_end_to_end(tmp_path):
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((work / "summary.json").read_text())
-    assert set(summary["b_vark"]["relviable"]["by_k"]) == {"0", "1", "2", "3", "4", "20"}
+    assert set(summary["b_vark"]["relviable_tanh"]["by_k"]) == {"0", "1", "2", "3", "4", "20"}
+    assert summary["b_vark"]["relviable_relu"]["hparams"]["activation"] == "relu"
+    assert summary["a_context"]["simviable_tanh_c5"]["hparams"]["activation"] == "tanh"
+    assert summary["a_context"]["cavia_c5"]["hparams"]["init"] == "torch"
     assert summary["a_context"]["maml_c5"]["method"] == "maml"
     assert summary["seeds"]["cavia_seed1"]["seed"] == 1
     assert (report / "sine_adapted_k4.png").stat().st_size > 10_000
     assert (report / "sine_inner_loss.png").stat().st_size > 10_000
     tables = (report / "sine_tables.md").read_text()
-    assert "| relVIABLE |" in tables and "K = 20" in tables
+    assert "| relVIABLE (tanh) |" in tables and "K = 20" in tables
+    reference = json.loads((report / "sine_reference.json").read_text())
+    assert reference["rows"]["cavia"]["mean"] == summary["a_context"]["cavia_c5"]["mean"]
+    assert reference["setting"] == {"context_dim": 5, "num_support": 10, "num_steps": 20}
     # Rerunning finds every run done and only redraws the report.
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     assert again.returncode == 0

@@ -7,13 +7,16 @@
     K in {0, 1, 2, 3, 4, 20};
 (c) a figure of one task adapted from 4 points (truth, points, CAVIA and relVIABLE);
 (d) a figure of the pre- and post-update inner loss on test tasks;
-plus extra seeds of the C = 5, K = 10 comparison of CAVIA, simVIABLE and relVIABLE,
-and variations of relVIABLE (VARIATIONS) for the reproduction study.
+plus extra seeds of the C = 5, K = 10 comparison, relVIABLE (tanh) at 100,000
+meta-updates for every seed, and variations (VARIATIONS) for the reproduction study.
+The paper names no activation for the loss networks: every VIABLE row is run with
+ReLU and with tanh hidden units (ROWS).
 
 Each training is one `viable-train` process; `--jobs` of them run at once, each
 with its share of the cores. A finished run (its results.json exists) is skipped and
 an interrupted one resumes, so rerunning the command picks up where it stopped.
-Writes `W/summary.json`, `W/tables.md` and the figures under `--report_dir`.
+Writes `W/summary.json`, and under `--report_dir` the tables (`sine_tables.md`), the
+figures and `sine_reference.json` (the numbers viable-train prints beside its own).
 """
 
 from __future__ import annotations
@@ -32,73 +35,93 @@ from tqdm import tqdm
 
 from viable_tf.cli.common import UsageError, run_main
 
-METHODS_A = ("maml", "cavia", "simviable", "relviable")
-METHODS_B = ("cavia", "simviable", "relviable")
 CONTEXT_DIMS = (1, 2, 3, 4, 5)
 EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
-LABELS = {"maml": "MAML", "cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE"}
+LONG_STEPS = 100_000
+
+
+class Row(NamedTuple):
+    """One method of the tables: its config at K = 10 and, for (b), at K ~ U{0..20}."""
+
+    label: str
+    config: str
+    vark_config: str | None
+
+
+#: The tables' rows. The paper names no activation for the loss networks, so both
+#: VIABLE variants are run with ReLU and with tanh hidden units (stable config names,
+#: whatever the shipped default is); every row uses the configs' default init ('torch').
+ROWS = {
+    "maml": Row("MAML", "sine/maml.gin", None),
+    "cavia": Row("CAVIA", "sine/cavia.gin", "sine/cavia_vark.gin"),
+    "simviable_relu": Row(
+        "simVIABLE (ReLU)", "sine/simviable_relu.gin", "sine/simviable_vark_relu.gin"
+    ),
+    "simviable_tanh": Row(
+        "simVIABLE (tanh)", "sine/simviable_tanh.gin", "sine/simviable_vark_tanh.gin"
+    ),
+    "relviable_relu": Row(
+        "relVIABLE (ReLU)", "sine/relviable_relu.gin", "sine/relviable_vark_relu.gin"
+    ),
+    "relviable_tanh": Row(
+        "relVIABLE (tanh)", "sine/relviable_tanh.gin", "sine/relviable_vark_tanh.gin"
+    ),
+}
+ROWS_A = tuple(ROWS)
+ROWS_B = tuple(key for key, row in ROWS.items() if row.vark_config)
+#: Trained for LONG_STEPS at every seed: it was still improving at 50,000 updates.
+LONG_ROW = "relviable_tanh"
 
 
 class Variation(NamedTuple):
-    """One change a careful reproducer would question, trained at C = 5, seed 0."""
+    """One change a careful reproducer would question, trained at C = 5, seed 0, on
+    the row `base` of table (a) (which it is compared with)."""
 
     description: str
     params: list[str]
-    config: str = "sine/relviable.gin"
-    eval_shots: tuple[int, ...] = ()
+    base: str = "relviable_tanh"
 
 
-#: The reproduction study: each variation changes one thing; the faithful runs are
-#: (a)'s C = 5 (and (b) for the K ~ U{0..20} one).
+KERAS_INIT = ["INIT='keras'"]
+
+#: The reproduction study: each variation changes one thing of its base row.
 VARIATIONS = {
+    "keras_init_relu": Variation(
+        "Keras init (Glorot kernels, zero biases)", KERAS_INIT, "relviable_relu"
+    ),
+    "keras_init_tanh": Variation("Keras init (Glorot kernels, zero biases)", KERAS_INIT),
+    "simviable_keras_init": Variation(
+        "Keras init (Glorot kernels, zero biases)", KERAS_INIT, "simviable_relu"
+    ),
+    "cavia_keras_init": Variation("Keras init (Glorot kernels, zero biases)", KERAS_INIT, "cavia"),
+    "softplus_hidden": Variation(
+        "softplus hidden units", ["RelationLossNetwork.activation='softplus'"], "relviable_relu"
+    ),
+    "simviable_softplus_hidden": Variation(
+        "softplus hidden units", ["SimpleLossNetwork.activation='softplus'"], "simviable_relu"
+    ),
+    "softplus_output": Variation(
+        "loss output through softplus (non-negative)",
+        ["RelationLossNetwork.output_activation='softplus'"],
+        "relviable_relu",
+    ),
+    "double_length_relu": Variation("100,000 meta-updates", ["NUM_STEPS=100000"], "relviable_relu"),
     "no_x_in_pairs": Variation(
         "pair features without x", ["RelationLossNetwork.include_inputs=False"]
     ),
     "no_task_loss_in_pairs": Variation(
         "pair features without L_T", ["VIABLE.include_task_loss=False"]
     ),
-    "softplus_output": Variation(
-        "loss output through softplus (non-negative)",
-        ["RelationLossNetwork.output_activation='softplus'"],
-    ),
-    "softplus_hidden": Variation(
-        "softplus hidden units", ["RelationLossNetwork.activation='softplus'"]
-    ),
     "input_scale_5": Variation(
         "loss-network inputs scaled by 1/5 (L_T by 1/25)", ["VIABLE.input_scale=5.0"]
     ),
     "no_clipping": Variation("no meta-gradient clipping", ["Trainer.clip_value=None"]),
     "two_inner_steps": Variation("2 inner steps", ["VIABLE.num_inner_steps=2"]),
-    "double_length": Variation("100,000 meta-updates", ["NUM_STEPS=100000"]),
-    "tanh_hidden": Variation("tanh hidden units", ["RelationLossNetwork.activation='tanh'"]),
-    "softplus_hidden_and_output": Variation(
-        "softplus hidden units and output",
-        [
-            "RelationLossNetwork.activation='softplus'",
-            "RelationLossNetwork.output_activation='softplus'",
-        ],
-    ),
-    "simviable_softplus_hidden": Variation(
-        "simVIABLE with softplus hidden units",
-        ["SimpleLossNetwork.activation='softplus'"],
-        "sine/simviable.gin",
-    ),
-    "simviable_tanh_hidden": Variation(
-        "simVIABLE with tanh hidden units",
-        ["SimpleLossNetwork.activation='tanh'"],
-        "sine/simviable.gin",
+    "simviable_two_inner_steps": Variation(
+        "2 inner steps", ["VIABLE.num_inner_steps=2"], "simviable_tanh"
     ),
     "cavia_two_inner_steps": Variation(
-        "CAVIA with 2 inner steps (control)", ["CAVIA.num_inner_steps=2"], "sine/cavia.gin"
-    ),
-    "simviable_two_inner_steps": Variation(
-        "simVIABLE with 2 inner steps", ["VIABLE.num_inner_steps=2"], "sine/simviable.gin"
-    ),
-    "tanh_hidden_vark": Variation(
-        "tanh hidden units, trained with K ~ U{0..20}",
-        ["RelationLossNetwork.activation='tanh'"],
-        "sine/relviable_vark.gin",
-        EVAL_SHOTS_B,
+        "2 inner steps (control)", ["CAVIA.num_inner_steps=2"], "cavia"
     ),
 }
 
@@ -113,6 +136,7 @@ class Run:
     config: str
     params: list[str] = field(default_factory=list)
     eval_shots: tuple[int, ...] = ()
+    row: str = ""  # the ROWS key it belongs to (or varies)
 
     def model_dir(self, work_dir: str) -> str:
         return os.path.join(work_dir, self.name)
@@ -125,51 +149,74 @@ def plan(
     extra_params: list[str],
     context_dims: tuple[int, ...] = CONTEXT_DIMS,
     investigate: bool = True,
+    long_steps: int = LONG_STEPS,
 ) -> list[Run]:
     """All trainings of the reproduction, the slowest first."""
     common = [f"NUM_STEPS={num_steps}", *extra_params]
     runs = []
-    for method in METHODS_B:
+    for key in ROWS_B:
         runs.append(
             Run(
-                f"b_vark/{method}",
-                f"sine/{method}_vark.gin",
+                f"b_vark/{key}",
+                ROWS[key].vark_config,
                 [*common, "SEED=0"],
                 eval_shots=EVAL_SHOTS_B,
+                row=key,
             )
         )
-    for method in METHODS_A:
+    for key in ROWS_A:
         for c in context_dims:
             runs.append(
-                Run(f"a_context/{method}_c{c}", f"sine/{method}.gin", [*common, f"CONTEXT_DIM={c}"])
+                Run(
+                    f"a_context/{key}_c{c}",
+                    ROWS[key].config,
+                    [*common, f"CONTEXT_DIM={c}"],
+                    row=key,
+                )
             )
-    for method in METHODS_B:
+    for key in ROWS_B:
         for seed in seeds:
             if seed != 0:  # seed 0 at C = 5 is run (a)'s
                 runs.append(
                     Run(
-                        f"seeds/{method}_seed{seed}",
-                        f"sine/{method}.gin",
+                        f"seeds/{key}_seed{seed}",
+                        ROWS[key].config,
                         [*common, f"SEED={seed}"],
+                        row=key,
                     )
                 )
     if investigate:
+        # later bindings win: NUM_STEPS here overrides the default
+        for seed in seeds:
+            runs.append(
+                Run(
+                    f"long/{LONG_ROW}_seed{seed}",
+                    ROWS[LONG_ROW].config,
+                    [*common, f"SEED={seed}", f"NUM_STEPS={long_steps}"],
+                    row=LONG_ROW,
+                )
+            )
         for name, variation in VARIATIONS.items():
-            # later bindings win: a variation may override NUM_STEPS
             runs.append(
                 Run(
                     f"investigation/{name}",
-                    variation.config,
+                    ROWS[variation.base].config,
                     [*common, *variation.params],
-                    eval_shots=variation.eval_shots,
+                    row=variation.base,
                 )
             )
-    order = {"relviable": 0, "simviable": 1, "maml": 2, "cavia": 3}
-    return sorted(runs, key=lambda r: (not r.name.startswith("b_"), order[_method(r)]))
+    return sorted(runs, key=_expected_cost, reverse=True)
 
 
-def _method(run: Run) -> str:
-    return os.path.basename(run.config).removesuffix(".gin").removesuffix("_vark")
+def _expected_cost(run: Run) -> float:
+    """Relative time of a run (measured: relation pairs, K and tanh dominate)."""
+    cost = {"maml": 1.0, "cavia": 1.0, "simviable": 1.2}.get(run.row.split("_")[0], 2.4)
+    if run.row.endswith("tanh"):
+        cost *= 1.3
+    if run.name.startswith("b_") and run.row.startswith("relviable"):
+        cost *= 2.5  # K padded to 20: four times the pairs
+    steps = [int(p.split("=")[1]) for p in run.params if p.startswith("NUM_STEPS=")]
+    return cost * steps[-1]
 
 
 def _execute(run: Run, work_dir: str, threads: int) -> dict:
@@ -209,6 +256,12 @@ def _eval_path(model_dir: str, k: int) -> str:
     return os.path.join(model_dir, f"eval_k{k}.json")
 
 
+def write_json(record: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+
+
 def _load(path: str) -> dict:
     with open(path) as f:
         return json.load(f)
@@ -216,7 +269,7 @@ def _load(path: str) -> dict:
 
 def collect(runs: list[Run], work_dir: str) -> dict:
     """Gathers every result into one JSON-able dict."""
-    summary: dict = {"a_context": {}, "b_vark": {}, "seeds": {}, "investigation": {}}
+    summary: dict = {g: {} for g in ("a_context", "b_vark", "seeds", "long", "investigation")}
     for run in runs:
         model_dir = run.model_dir(work_dir)
         record = _load(os.path.join(model_dir, "results.json"))
@@ -231,79 +284,87 @@ def _cell(record: dict) -> str:
     return f"{record['mean']:.3f} ± {record['ci95']:.3f}"
 
 
+def _seed_records(summary: dict, key: str, seeds: tuple[int, ...]) -> list[dict]:
+    return [
+        summary["a_context"][f"{key}_c5"] if s == 0 else summary["seeds"][f"{key}_seed{s}"]
+        for s in seeds
+    ]
+
+
+def _spread_row(label: str, records: list[dict]) -> str:
+    means = [r["mean"] for r in records]
+    average = sum(means) / len(means)
+    spread = (sum((m - average) ** 2 for m in means) / (len(means) - 1)) ** 0.5
+    cells = " | ".join(_cell(r) for r in records)
+    return f"| {label} | {cells} | {average:.3f} | {spread:.3f} |"
+
+
 def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...]) -> str:
-    """The Markdown tables of (a), (b) and the seed spread."""
+    """The Markdown tables of (a), (b), the seed spread and the variations."""
     lines = ["### (a) MSE at K = 10 by number of context parameters C", ""]
     lines.append("| method | " + " | ".join(f"C = {c}" for c in context_dims) + " |")
     lines.append("|---|" + "---:|" * len(context_dims))
-    for method in METHODS_A:
-        cells = [_cell(summary["a_context"][f"{method}_c{c}"]) for c in context_dims]
-        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+    for key in ROWS_A:
+        cells = [_cell(summary["a_context"][f"{key}_c{c}"]) for c in context_dims]
+        lines.append(f"| {ROWS[key].label} | " + " | ".join(cells) + " |")
     lines += ["", "### (b) MSE by support size K at test (trained with K ~ U{0..20}, C = 5)", ""]
     lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
     lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
-    for method in METHODS_B:
-        by_k = summary["b_vark"][method]["by_k"]
-        lines.append(
-            f"| {LABELS[method]} | " + " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B) + " |"
-        )
-    if summary["investigation"]:
-        cavia = summary["a_context"]["cavia_c5"]
-        lines += ["", "### Variations (C = 5, K = 10, seed 0)", ""]
-        lines.append("| variation | MSE | vs faithful | vs CAVIA |")
-        lines.append("|---|---:|---:|---:|")
-        lines.append(f"| CAVIA (table a) | {_cell(cavia)} | | 1.00 |")
-        for method in ("relviable", "simviable"):
-            faithful = summary["a_context"][f"{method}_c5"]  # one row each, as reference
-            ratio = faithful["mean"] / cavia["mean"]
-            lines.append(
-                f"| {LABELS[method]}, faithful (table a) | {_cell(faithful)} | 1.00 | {ratio:.2f} |"
-            )
-        for name, variation in VARIATIONS.items():
-            record = summary["investigation"].get(name)
-            if record is None or variation.eval_shots:
-                continue
-            faithful = summary["a_context"][f"{record['method']}_c5"]
-            label = variation.description
-            if variation.config == "sine/relviable.gin":
-                label = f"relVIABLE, {label}"
-            lines.append(
-                f"| {label} | {_cell(record)} | {record['mean'] / faithful['mean']:.2f} "
-                f"| {record['mean'] / cavia['mean']:.2f} |"
-            )
-        for name, variation in VARIATIONS.items():
-            record = summary["investigation"].get(name)
-            if record is None or not variation.eval_shots:
-                continue
-            lines += ["", f"### relVIABLE, {variation.description}: MSE by K at test", ""]
-            lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
-            lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
-            rows = [
-                ("CAVIA (table b)", summary["b_vark"]["cavia"]["by_k"]),
-                ("relVIABLE (table b)", summary["b_vark"]["relviable"]["by_k"]),
-                (f"relVIABLE, {variation.description}", record["by_k"]),
-            ]
-            for label, by_k in rows:
-                cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
-                lines.append(f"| {label} | {cells} |")
+    for key in ROWS_B:
+        by_k = summary["b_vark"][key]["by_k"]
+        cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
+        lines.append(f"| {ROWS[key].label} | {cells} |")
     lines += ["", f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
     lines.append("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | std |")
     lines.append("|---|" + "---:|" * (len(seeds) + 2))
-    for method in METHODS_B:
-        records = [
-            summary["a_context"][f"{method}_c5"]
-            if s == 0
-            else summary["seeds"][f"{method}_seed{s}"]
-            for s in seeds
-        ]
-        means = [r["mean"] for r in records]
-        spread = (sum((m - sum(means) / len(means)) ** 2 for m in means) / (len(means) - 1)) ** 0.5
-        lines.append(
-            f"| {LABELS[method]} | "
-            + " | ".join(_cell(r) for r in records)
-            + f" | {sum(means) / len(means):.3f} | {spread:.3f} |"
-        )
+    for key in ROWS_B:
+        lines.append(_spread_row(ROWS[key].label, _seed_records(summary, key, seeds)))
+    if summary["long"]:
+        long = [summary["long"][f"{LONG_ROW}_seed{s}"] for s in seeds]
+        steps = long[0]["hparams"]["num_steps"]
+        lines.append(_spread_row(f"{ROWS[LONG_ROW].label}, {steps:,} meta-updates", long))
+        best = ", ".join(f"{r['checkpoint_step']:,}" for r in long)
+        lines += ["", f"Best checkpoints of the {steps:,}-update runs: {best}."]
+    if summary["investigation"]:
+        cavia = summary["a_context"]["cavia_c5"]
+        lines += ["", "### Variations (C = 5, K = 10, seed 0)", ""]
+        lines.append("| variation | MSE | vs its base | vs CAVIA |")
+        lines.append("|---|---:|---:|---:|")
+        for key in ROWS_A:
+            record = summary["a_context"][f"{key}_c5"]
+            ratio = record["mean"] / cavia["mean"]
+            lines.append(f"| {ROWS[key].label} (table a) | {_cell(record)} | 1.00 | {ratio:.2f} |")
+        for name, variation in VARIATIONS.items():
+            record = summary["investigation"].get(name)
+            if record is None:
+                continue
+            base = summary["a_context"][f"{variation.base}_c5"]
+            lines.append(
+                f"| {ROWS[variation.base].label}, {variation.description} | {_cell(record)} "
+                f"| {record['mean'] / base['mean']:.2f} | {record['mean'] / cavia['mean']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
+
+
+def reference(summary: dict, seeds: tuple[int, ...]) -> dict:
+    """The reproduction's numbers at the main job's setting (C = 5, K = 10), per row,
+    for viable-train's printout (shipped as `sine_reference.json`)."""
+    rows = {}
+    for key in ROWS_B:
+        records = _seed_records(summary, key, seeds)
+        rows[key] = {
+            "label": ROWS[key].label,
+            "config": ROWS[key].config,
+            "mean": records[0]["mean"],
+            "ci95": records[0]["ci95"],
+            "seed_means": [r["mean"] for r in records],
+        }
+    return {
+        "setting": {"context_dim": 5, "num_support": 10, "num_steps": summary["num_steps"]},
+        "seeds": list(seeds),
+        "source": "viable-sine-paper; docs/RESULTS.md",
+        "rows": rows,
+    }
 
 
 def _integers(flag: str, text: str) -> tuple[int, ...]:
@@ -320,6 +381,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=2, help="trainings at once")
     parser.add_argument("--num_steps", type=int, default=50_000, help="meta-updates per run")
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the C = 5, K = 10 comparison")
+    parser.add_argument(
+        "--long_steps",
+        type=int,
+        default=LONG_STEPS,
+        help=f"meta-updates of the long {LONG_ROW} runs",
+    )
     parser.add_argument("--context_dims", default="1,2,3,4,5", help="C values of table (a)")
     parser.add_argument(
         "--no_investigate", action="store_true", help="skip the relVIABLE variations"
@@ -348,6 +415,7 @@ def _main() -> int:
         extra_params=args.gin_param,
         context_dims=context_dims,
         investigate=not args.no_investigate,
+        long_steps=args.long_steps,
     )
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()
@@ -360,23 +428,24 @@ def _main() -> int:
                 bar.set_postfix_str(timings[-1]["run"], refresh=False)
                 bar.update()
     summary = collect(runs, args.work_dir)
+    summary["num_steps"] = args.num_steps
     summary["wall_clock_seconds"] = round(time.perf_counter() - start, 1)
     summary["run_seconds"] = {t["run"]: round(t["seconds"], 1) for t in timings}
     summary["command"] = " ".join(["viable-sine-paper", *sys.argv[1:]])
 
     from viable_tf.experiments import sine_figures
 
+    b_vark = os.path.join(args.work_dir, "b_vark")
     sine_figures.adapted_from_four_points(
-        cavia_dir=os.path.join(args.work_dir, "b_vark", "cavia"),
-        relviable_dir=os.path.join(args.work_dir, "b_vark", "relviable"),
+        {ROWS[k].label: os.path.join(b_vark, k) for k in ("cavia", "relviable_relu", LONG_ROW)},
         path=os.path.join(report_dir, "sine_adapted_k4.png"),
     )
     summary["inner_loss"] = sine_figures.inner_loss_before_after(
-        {m: os.path.join(args.work_dir, "a_context", f"{m}_c5") for m in METHODS_B},
+        {ROWS[k].label: os.path.join(args.work_dir, "a_context", f"{k}_c5") for k in ROWS_B},
         path=os.path.join(report_dir, "sine_inner_loss.png"),
     )
-    with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(summary, os.path.join(args.work_dir, "summary.json"))
+    write_json(reference(summary, seeds), os.path.join(report_dir, "sine_reference.json"))
     text = tables(summary, seeds, context_dims)
     with open(os.path.join(report_dir, "sine_tables.md"), "w") as f:
         f.write(text)

@@ -56,6 +56,10 @@ class VIABLE(CAVIA):
             return "relviable"
         return "simviable"
 
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        activation = self.loss_network.activation.__name__
+        return {**super().hparams(), "activation": activation}
+
     def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
         """x [B, K, D], y [B, K, Y] (or int [B, K]), y_hat [B, K, Y] -> f [B, K, F]."""
         point_loss = self.task_loss(y_hat, y)  # [B, K]

@@ -10,6 +10,7 @@ import gin
 
 from viable_tf.evaluation.protocols import test_protocol
 from viable_tf.evaluation.sine import Evaluation
+from viable_tf.training import summaries
 from viable_tf.training.trainer import Trainer
 
 
@@ -30,6 +31,18 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
         "seed": trainer.seed,
         "inner_loss_pre": float(evaluation.inner_loss_pre.mean()),
         "inner_loss_post": float(evaluation.inner_loss_post.mean()),
+        "hparams": run_hparams(trainer),
+    }
+
+
+def run_hparams(trainer: Trainer) -> dict:
+    """Everything that names a run's setting: learner, task family, seed and length."""
+    return {
+        **trainer.learner.hparams(),
+        **trainer.tasks.hparams(),
+        "seed": trainer.seed,
+        "num_steps": trainer.num_steps,
+        "meta_batch_size": trainer.meta_batch_size,
     }
 
 
@@ -86,6 +99,17 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
     record["replicas"] = trainer.strategy.num_replicas_in_sync
     write_json(record, os.path.join(model_dir, "results.json"))
+    metric = record["metric"]
+    summaries.hparams_session(
+        model_dir,
+        record["hparams"],
+        {
+            f"test/{metric}": record["mean"],
+            f"test/{metric}_ci95": record["ci95"],
+            f"best_validation/{metric}": record[f"best_validation_{metric}"],
+        },
+        step=record["steps_trained"],
+    )
     # The evaluation's configurables are now bound too: record the full config.
     with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
         f.write(gin.operative_config_str())
