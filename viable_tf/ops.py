@@ -1,9 +1,13 @@
 """Small tensor helpers every layer of the library uses: seeds, stateless draws, means.
 
-Stateless draws state their algorithm (`RNG_ALG`): with TensorFlow's default
-(`auto_select`) the same seed gives other numbers under XLA than in a plain graph,
-so a run compiled with XLA on one device and the same run mirrored over several
-(never XLA-compiled) would train on different tasks. Philox is the same in both.
+One random stream per seed, whatever runs it. With TensorFlow's default algorithm
+(`auto_select`) the same seed gives other numbers under XLA than in a plain graph, so
+a run compiled with XLA on one device and the same run mirrored over several (never
+XLA-compiled) would train on different tasks. Stating `alg="philox"` is not enough:
+XLA and TensorFlow's kernels draw the same Philox *bits* but turn them into floats
+differently once the seed is a runtime tensor (a constant seed is folded before XLA
+sees it, which hides this). So `uniform` draws raw uint32 bits with Philox and maps
+them to numbers itself, with integer and bit operations that are exact everywhere.
 """
 
 from __future__ import annotations
@@ -24,11 +28,21 @@ def split_seed(seed: tf.Tensor, num: int) -> tf.Tensor:
     return tf.random.experimental.stateless_split(seed, num=num, alg=RNG_ALG)
 
 
-def uniform(shape, seed: tf.Tensor, minval=0.0, maxval=None, dtype=tf.float32) -> tf.Tensor:
-    """Uniform draws in [minval, maxval) as a pure function of `seed` [2]."""
-    return tf.random.stateless_uniform(
-        shape, seed, minval=minval, maxval=maxval, dtype=dtype, alg=RNG_ALG
+def uniform(shape, seed: tf.Tensor, minval=0.0, maxval=1.0, dtype=tf.float32) -> tf.Tensor:
+    """Uniform draws in [minval, maxval) as a pure function of `seed` [2], the same with
+    or without XLA. float32: 2^23 evenly spaced values per unit interval (as
+    TensorFlow's own kernel); int32: [minval, maxval) by the remainder (a bias of at
+    most range / 2^32)."""
+    bits = tf.random.stateless_uniform(
+        shape, seed, minval=None, maxval=None, dtype=tf.uint32, alg=RNG_ALG
     )
+    if dtype.is_integer:
+        span = tf.cast(maxval - minval, tf.uint32)
+        return tf.cast(minval, dtype) + tf.cast(bits % span, dtype)
+    # The low 23 bits as the mantissa of a float in [1, 2), minus 1: exact.
+    mantissa = tf.bitwise.bitwise_or(tf.bitwise.bitwise_and(bits, 0x7FFFFF), 0x3F800000)
+    unit = tf.bitcast(mantissa, tf.float32) - 1.0
+    return tf.cast(minval + (maxval - minval) * unit, dtype)
 
 
 def masked_mean(values: tf.Tensor, mask: tf.Tensor, axis: int | tuple[int, ...]) -> tf.Tensor:

@@ -95,13 +95,13 @@ class EpisodeSampler:
         class_seed, example_seed = tf.unstack(ops.split_seed(seed, 2))
         # A random permutation of the classes per episode; label i is chosen[:, i], so
         # classes are relabelled in random order.
-        order = tf.argsort(ops.uniform([b, len(self.classes)], class_seed))
+        order = tf.argsort(ops.uniform([b, len(self.classes)], class_seed), stable=True)
         chosen = order[:, :n]  # [B, N]
         members = tf.gather(self._members, chosen)  # [B, N, M], padded with -1
         scores = ops.uniform(tf.shape(members), example_seed)  # [B, N, M]
         valid = tf.range(tf.shape(members)[2]) < tf.gather(self._counts, chosen)[..., None]
         scores = tf.where(valid, scores, 2.0)  # padding sorts last
-        picks = tf.argsort(scores, axis=2)[..., : k + v]  # [B, N, K + V], no replacement
+        picks = tf.argsort(scores, axis=2, stable=True)[..., : k + v]  # [B, N, K + V]
         rows = tf.gather(members, picks, batch_dims=2)  # [B, N, K + V]
         x = tf.gather(self._embeddings, rows)  # [B, N, K + V, E]
         y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [b, n, k + v])
