@@ -37,10 +37,18 @@ def _main() -> int:
         return 0
     print(json.dumps(record, indent=2))
     model_dir = args.model_dir
+    steps = record["hparams"]["num_steps"]
     print(
         f"\n{record['method']}: test {METRIC_NAMES[record['metric']]} {record['mean']:.4f} "
         f"+- {record['ci95']:.4f} "
-        f"(95% CI, {record['num_tasks']} tasks, K = {record['num_support']})\n"
+        f"(95% CI, {record['num_tasks']} tasks, K = {record['num_support']}, "
+        f"{steps:,} meta-updates)"
+    )
+    from viable_tf.experiments.sine_paper import reference_lines
+
+    for line in reference_lines(record):
+        print(line)
+    print(
         f"Results: {os.path.join(model_dir, 'results.json')}\n"
         "Next:\n"
         f"  .venv/bin/tensorboard --logdir {model_dir}\n"
