@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 
-import gin
-
-_MACRO_BINDING = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+from viable_tf.logs import add_verbosity_flag
 
 
 class UsageError(Exception):
@@ -19,8 +14,12 @@ class UsageError(Exception):
 
 
 def add_gin_flags(parser: argparse.ArgumentParser) -> None:
+    add_verbosity_flag(parser)
     parser.add_argument(
-        "--gin_file", action="append", default=[], help="gin config file (repeatable)"
+        "--gin_file",
+        action="append",
+        default=[],
+        help="gin config: a path, or a shipped config such as sine/relviable.gin (repeatable)",
     )
     parser.add_argument(
         "--gin_param",
@@ -30,66 +29,15 @@ def add_gin_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def import_configurables() -> None:
-    """Imports every module that registers gin configurables."""
-    import viable_tf.evaluation.classification
-    import viable_tf.evaluation.sine
-    import viable_tf.learners
-    import viable_tf.networks
-    import viable_tf.tasks
-    import viable_tf.tasks.classification
-    import viable_tf.training.trainer  # noqa: F401
-
-
-def _defined_macros() -> set[str]:
-    # gin keeps a macro M as the binding of configurable `gin.macro` in scope M.
-    return {scope for scope, selector in gin.config._CONFIG if selector == "gin.macro"}
-
-
 def parse_gin(files: Sequence[str], params: Sequence[str]) -> None:
-    """Parses config files, then bindings; raises UsageError with one clear line."""
-    import_configurables()
-    gin.clear_config()
-    for path in files:
-        if not os.path.isfile(path):
-            raise UsageError(f"gin file not found: {path} (expected a path to a .gin file)")
-    # gin's package-resource reader logs an error for every search path that does
-    # not hold an included file before it finds the one that does; missing files
-    # still raise, and are reported below.
-    logging.disable(logging.ERROR)
+    """Parses config files (paths or shipped names), then bindings; raises UsageError
+    with one clear line."""
+    from viable_tf import config
+
     try:
-        for path in files:
-            _parse_file(path)
-        macros = _defined_macros()
-        for param in params:
-            match = _MACRO_BINDING.match(param)
-            if match and "." not in match.group(1) and match.group(1) not in macros:
-                raise UsageError(
-                    f"unknown macro in --gin_param={param!r}: {match.group(1)} is not defined "
-                    f"by the config files; defined macros: {', '.join(sorted(macros)) or 'none'}"
-                )
-            gin.parse_config(param)
-    except UsageError:
-        raise
-    except Exception as error:  # any failure to parse is a bad config (tokenize errors too)
-        raise UsageError(f"bad gin configuration: {_first_line(error)}") from None
-    finally:
-        logging.disable(logging.NOTSET)
-
-
-def _parse_file(path: str) -> None:
-    """Parses one config file; its includes are found relative to its own folder.
-
-    gin searches every folder ever added, in order, so `include 'base.gin'` could
-    otherwise pick up the base.gin of a config parsed earlier in the process.
-    """
-    prefixes = gin.config._LOCATION_PREFIXES  # gin has no public way to reset it
-    saved = list(prefixes)
-    prefixes[:] = [os.path.dirname(os.path.abspath(path)), ""]
-    try:
-        gin.parse_config_file(path)
-    finally:
-        prefixes[:] = saved
+        config.parse(files, params)
+    except config.ConfigError as error:
+        raise UsageError(str(error)) from None
 
 
 def _first_line(error: BaseException) -> str:
@@ -97,8 +45,17 @@ def _first_line(error: BaseException) -> str:
     return " ".join(text.split("\n")[:1])
 
 
+def module_command(module: str) -> list[str]:
+    """This interpreter running a module of the package: works wherever the package is
+    installed (no console script looked up beside the interpreter)."""
+    return [sys.executable, "-m", module]
+
+
 def run_main(main: Callable[[], int | None], prog: str) -> None:
     """Runs `main`, turning expected failures into one line on stderr and an exit status."""
+    from viable_tf.logs import quiet_tensorflow
+
+    quiet_tensorflow()
     from viable_tf.training.trainer import NonFiniteLossError, WorkerLostError
 
     try:

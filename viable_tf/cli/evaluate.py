@@ -12,10 +12,12 @@ import json
 import os
 
 from viable_tf.cli.common import UsageError, run_main
+from viable_tf.logs import add_verbosity_flag
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-eval", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a directory written by viable-train")
     parser.add_argument(
         "--num_support", default=None, help="K to adapt on, or several: 0,1,2 (default: trained K)"

@@ -14,10 +14,12 @@ import json
 import os
 
 from viable_tf.cli.common import UsageError, run_main
+from viable_tf.logs import add_verbosity_flag
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-export", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--model_dir", required=True, help="a directory written by viable-train")
     parser.add_argument("--export_base", required=True, help="the model's base path for serving")
     parser.add_argument("--version", type=int, default=None, help="version number (default: next)")

@@ -26,10 +26,11 @@ import subprocess
 import sys
 import time
 
-from viable_tf.cli.common import UsageError, run_main
+from viable_tf.cli.common import UsageError, module_command, run_main
+from viable_tf.logs import add_verbosity_flag
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GIN_DIR = os.path.join(REPO, "gin", "omniglot")
+CONFIGS = "omniglot"  # the shipped configs' folder (viable_tf.config)
 DEFAULT_DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
 METHODS = ("cavia", "simviable", "relviable")
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
@@ -80,7 +81,7 @@ def _subprocess(command: list[str], log_path: str) -> None:
     with open(log_path, "a") as log:
         result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     if result.returncode:
-        raise RuntimeError(f"{' '.join(command[:2])} failed; see {log_path}")
+        raise RuntimeError(f"{' '.join(command[:3])} failed; see {log_path}")
 
 
 def train(work_dir: str, run: str, params: list[str]) -> None:
@@ -89,11 +90,10 @@ def train(work_dir: str, run: str, params: list[str]) -> None:
     if os.path.exists(os.path.join(model_dir, "results.json")):
         return
     os.makedirs(model_dir, exist_ok=True)
-    bin_dir = os.path.dirname(sys.executable)
     features = os.path.join(work_dir, "features")
     command = [
-        os.path.join(bin_dir, "viable-train"),
-        f"--gin_file={os.path.join(GIN_DIR, run + '.gin')}",
+        *module_command("viable_tf.cli.train"),
+        f"--gin_file={CONFIGS}/{run}.gin",
         f"--gin_param=DATA_DIR={features!r}",
         *(f"--gin_param={p}" for p in params),
         "--gin_param=Trainer.show_progress=False",
@@ -108,7 +108,7 @@ def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
     missing = [k for k in shots if not os.path.exists(os.path.join(model_dir, f"eval_k{k}.json"))]
     if missing:
         command = [
-            os.path.join(os.path.dirname(sys.executable), "viable-eval"),
+            *module_command("viable_tf.cli.evaluate"),
             f"--model_dir={model_dir}",
             f"--num_support={','.join(map(str, missing))}",
             f"--gin_param=DATA_DIR={os.path.join(work_dir, 'features')!r}",
@@ -165,7 +165,7 @@ def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
     # The data and episodes exactly as the runs' configs set them (gin/omniglot/base.gin).
     parse_gin(
-        [os.path.join(GIN_DIR, "base.gin")],
+        [f"{CONFIGS}/base.gin"],
         [
             f"DATA_DIR={os.path.join(work_dir, 'features')!r}",
             f"NUM_WAYS={ways}",
@@ -225,6 +225,7 @@ def _names(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-omniglot", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--data_dir", default=None, help="folder with the Omniglot zips")
     parser.add_argument("--work_dir", required=True, help="where everything is written (W)")
     parser.add_argument(

@@ -34,7 +34,8 @@ from typing import NamedTuple
 
 from tqdm import tqdm
 
-from viable_tf.cli.common import UsageError, run_main
+from viable_tf.cli.common import UsageError, module_command, run_main
+from viable_tf.logs import add_verbosity_flag
 
 CONTEXT_DIMS = (1, 2, 3, 4, 5)
 EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
@@ -125,8 +126,6 @@ VARIATIONS = {
         "2 inner steps (control)", ["CAVIA.num_inner_steps=2"], "cavia"
     ),
 }
-
-GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "gin")
 
 
 @dataclass
@@ -229,15 +228,14 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
         "TF_NUM_INTRAOP_THREADS": str(threads),
         "TF_NUM_INTEROP_THREADS": str(threads),
     }
-    bin_dir = os.path.dirname(sys.executable)
     log_path = os.path.join(model_dir, "log.txt")
     os.makedirs(model_dir, exist_ok=True)
     start = time.perf_counter()
     with open(log_path, "a") as log:
         if not os.path.exists(os.path.join(model_dir, "results.json")):
             command = [
-                os.path.join(bin_dir, "viable-train"),
-                f"--gin_file={os.path.join(GIN_DIR, run.config)}",
+                *module_command("viable_tf.cli.train"),
+                f"--gin_file={run.config}",
                 *(f"--gin_param={p}" for p in [*run.params, "Trainer.show_progress=False"]),
                 f"--model_dir={model_dir}",
             ]
@@ -245,7 +243,7 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
         missing = [k for k in run.eval_shots if not os.path.exists(_eval_path(model_dir, k))]
         if missing:
             command = [
-                os.path.join(bin_dir, "viable-eval"),
+                *module_command("viable_tf.cli.evaluate"),
                 f"--model_dir={model_dir}",
                 f"--num_support={','.join(map(str, missing))}",
             ]
@@ -413,6 +411,7 @@ def _integers(flag: str, text: str) -> tuple[int, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-sine-paper", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--work_dir", default="runs/sine_paper", help="where runs go")
     parser.add_argument("--report_dir", default=None, help="figures and tables (default: work_dir)")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at once")

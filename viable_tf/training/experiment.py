@@ -59,14 +59,14 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> tuple[Trainer,
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is
     not a run written by viable-train or holds no checkpoint.
     """
-    from viable_tf.cli.common import parse_gin
+    from viable_tf.config import parse
 
     config = os.path.join(model_dir, "operative_config.gin")
     if not os.path.isfile(config):
         raise FileNotFoundError(
             f"{model_dir} is not a trained run: expected {config}, written by viable-train"
         )
-    parse_gin([config], gin_params)
+    parse([config], gin_params)
     trainer = Trainer(model_dir=model_dir, show_progress=False)
     if not (trainer.best_manager.latest_checkpoint or trainer.manager.latest_checkpoint):
         raise FileNotFoundError(

@@ -1,0 +1,128 @@
+"""gin configuration: the configs shipped with the package, found by name, parsed.
+
+A config is named by a path (`my.gin`, `/abs/exp.gin`) or by its name among the
+shipped ones (`sine/relviable.gin`; `gin/sine/relviable.gin` works too). The shipped
+configs are the repository's `gin/` folder: a wheel installs it as `viable_tf/gin/`,
+a source checkout reads it in place. So `viable-train --gin_file=sine/relviable.gin`
+works from any directory after a plain `pip install`.
+
+An `include 'x.gin'` is resolved against the including file's own folder (gin's
+own search would try every folder ever added in the process, so a second config
+parsed in one process could pick up the first one's `base.gin`). Files are read
+here and handed to gin's public `parse_config` piece by piece around their includes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import gin
+
+_INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
+_MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
+_MACRO_BINDING = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*=")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be found or parsed; its message is one line."""
+
+
+def config_roots() -> list[Path]:
+    """Where shipped configs live: inside the installed package, else the checkout."""
+    package = Path(__file__).resolve().parent
+    return [path for path in (package / "gin", package.parent / "gin") if path.is_dir()]
+
+
+def shipped_configs() -> list[str]:
+    """Names of every shipped config, e.g. 'sine/relviable.gin'."""
+    names = set()
+    for root in config_roots():
+        names |= {p.relative_to(root).as_posix() for p in root.rglob("*.gin")}
+    return sorted(names)
+
+
+def resolve(name: str) -> Path:
+    """The file a config name refers to: a path if one exists, else a shipped config."""
+    if os.path.isfile(name):
+        return Path(name).resolve()
+    relative = name.removeprefix("gin/").removeprefix("./gin/")
+    for root in config_roots():
+        candidate = root / relative
+        if candidate.is_file():
+            return candidate
+    families = sorted({n.split("/")[0] + "/" for n in shipped_configs() if "/" in n})
+    raise ConfigError(
+        f"gin file not found: {name} (expected a path to a .gin file or a shipped config "
+        f"such as sine/relviable.gin; shipped families: {', '.join(families) or 'none'})"
+    )
+
+
+def import_configurables() -> None:
+    """Imports every module that registers gin configurables."""
+    import viable_tf.evaluation.classification
+    import viable_tf.evaluation.sine
+    import viable_tf.learners
+    import viable_tf.networks
+    import viable_tf.tasks
+    import viable_tf.tasks.classification
+    import viable_tf.training.trainer  # noqa: F401
+
+
+def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
+    """Clears gin, parses config files in order, then bindings; returns the files read.
+
+    Raises ConfigError with one line: a missing file, an unknown macro in `params`
+    (naming the defined ones), or anything gin refuses.
+    """
+    import_configurables()
+    gin.clear_config()
+    paths = [resolve(name) for name in files]
+    macros: set[str] = set()
+    for path in paths:
+        _parse_file(path, macros, stack=())
+    for param in params:
+        match = _MACRO_BINDING.match(param)
+        if match and "." not in match.group("name") and match.group("name") not in macros:
+            defined = ", ".join(sorted(macros)) or "none"
+            raise ConfigError(
+                f"unknown macro in --gin_param={param!r}: {match.group('name')} is not "
+                f"defined by the config files; defined macros: {defined}"
+            )
+        _gin_parse(param, "--gin_param")
+    return paths
+
+
+def _parse_file(path: Path, macros: set[str], stack: tuple[Path, ...]) -> None:
+    if path in stack:
+        chain = " -> ".join(p.name for p in (*stack, path))
+        raise ConfigError(f"gin include cycle: {chain}")
+    pending: list[str] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        include = _INCLUDE.match(line)
+        if include is None:
+            pending.append(line)
+            macro = _MACRO_DEFINITION.match(line)
+            if macro:
+                macros.add(macro.group("name"))
+            continue
+        _gin_parse("\n".join(pending), str(path))
+        pending = []
+        target = path.parent / include.group("name")
+        if not target.is_file():
+            raise ConfigError(
+                f"{path}:{number}: included file not found: {include.group('name')} "
+                f"(resolved against the including file's folder, {path.parent})"
+            )
+        _parse_file(target.resolve(), macros, (*stack, path))
+    _gin_parse("\n".join(pending), str(path))
+
+
+def _gin_parse(text: str, where: str) -> None:
+    try:
+        gin.parse_config(text)
+    except Exception as error:  # any failure to parse is a bad config (tokenize errors too)
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]
+        raise ConfigError(f"bad gin configuration in {where}: {first}") from None
