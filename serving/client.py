@@ -31,6 +31,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from viable_tf.logs import add_verbosity_flag
+
 
 class Client:
     """Predict, adapt, metadata and status over gRPC."""
@@ -162,6 +164,7 @@ def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: i
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-client", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--target", default="127.0.0.1:8500", help="host:port of the gRPC server")
     parser.add_argument("--model_name", default="viable")
     parser.add_argument("--version", type=int, default=None)

@@ -31,6 +31,7 @@ from serving.protos import BatchingParameters, ModelServerConfig, MonitoringConf
 from serving.rest import RestApi
 from serving.service import InferenceService
 from serving.tensors import Limits
+from viable_tf.logs import add_verbosity_flag
 
 log = logging.getLogger("viable_serve")
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
@@ -138,6 +139,7 @@ class Server:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-serve", description=__doc__.split("\n")[0])
+    add_verbosity_flag(parser)
     parser.add_argument("--port", type=int, default=8500, help="gRPC port")
     parser.add_argument("--rest_api_port", type=int, default=8501, help="REST port (-1: no REST)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
