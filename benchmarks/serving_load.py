@@ -44,7 +44,6 @@ def _inputs(seed: int = 0) -> dict[str, np.ndarray]:
     return {
         "support_x": support_x,
         "support_y": np.sin(support_x),
-        "support_mask": np.ones((1, K), bool),
         "query_x": np.linspace(-5, 5, Q, dtype=np.float32).reshape(1, Q, 1),
     }
 

@@ -69,7 +69,6 @@ def main() -> None:
     inputs = {
         "support_x": support_x,
         "support_y": np.sin(support_x),
-        "support_mask": np.ones((1, 10), bool),
         "query_x": np.linspace(-5, 5, 100, dtype=np.float32).reshape(1, 100, 1),
     }
     servable = server.manager.resolve("sine")

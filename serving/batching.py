@@ -3,12 +3,14 @@
 Requests for the same servable and signature that arrive within `batch_timeout`
 are merged into one call of up to `max_batch_size` tasks. Support sets are padded
 to the largest K with `support_mask` False on the padding (the learners ignore
-masked points exactly), query sets to the largest Q with zeros, and each
-request gets back its own rows, cut to its own Q. A request larger than
-`max_batch_size` runs on its own. When `max_enqueued_batches` batches are already
-waiting, a new request is refused with UNAVAILABLE, as TF Serving does. If a
-merged call is refused for its values (INVALID_ARGUMENT, e.g. one request's label
-out of range), its requests are rerun one by one, so only the bad one fails.
+masked points exactly): a request to `serving_default` or `adapt`, which take no
+mask, is run through the signature's masked form (`serving_masked`,
+`adapt_masked`) with an all-True mask for its own points. Query sets are padded to
+the largest Q with zeros, and each request gets back its own rows, cut to its own Q.
+A request larger than `max_batch_size` runs on its own. When `max_enqueued_batches`
+batches are already waiting, a new request is refused with UNAVAILABLE, as TF
+Serving does. Every request was checked before it was queued (labels included), so
+one request's values cannot fail a merged call.
 
 Shape legend: B tasks, K support, Q query.
 """
@@ -23,11 +25,7 @@ import numpy as np
 
 from serving.errors import ServingError
 from serving.models import Servable
-
-PADDED_ON_K = {"support_x": 0.0, "support_y": 0.0, "support_mask": False}
-PADDED_ON_Q = {"query_x": 0.0}
-PER_QUERY_OUTPUTS = {"predictions", "logits", "probabilities", "classes"}
-PER_TASK_OUTPUTS = {"context"}
+from viable_tf.export import signature as sig
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,22 @@ class _Queue:
     timer: asyncio.TimerHandle | None = None
 
 
-def _can_pad(signature) -> bool:
-    """Padding is exact only when K is masked and every output is per task or per query."""
+def _padded_form(servable: Servable, signature) -> str | None:
+    """The signature a merged call with padded K and Q runs (None: no exact padding).
+
+    Padding K is exact only through a support mask; every output must be per task
+    or per query, so that each request's rows can be cut back out.
+    """
     names = set(signature.inputs)
-    k_ok = not (names & set(PADDED_ON_K)) or "support_mask" in names
-    outputs_ok = set(signature.outputs) <= PER_QUERY_OUTPUTS | PER_TASK_OUTPUTS
-    return k_ok and outputs_ok
+    run = signature.name
+    if names & set(sig.K_AXIS_INPUTS) and sig.SUPPORT_MASK not in names:
+        run = sig.MASKED_FORM.get(signature.name)
+        if run is None or run not in servable.signatures:
+            return None
+    outputs = set(servable.signatures[run].outputs)
+    if not outputs <= sig.PER_QUERY_OUTPUTS | sig.PER_TASK_OUTPUTS:
+        return None
+    return run
 
 
 def _shape_key(inputs: dict[str, np.ndarray], pad: bool) -> tuple:
@@ -64,10 +72,17 @@ def _shape_key(inputs: dict[str, np.ndarray], pad: bool) -> tuple:
     key = []
     for name in sorted(inputs):
         shape = list(inputs[name].shape[1:])
-        if pad and (name in PADDED_ON_K or name in PADDED_ON_Q) and shape:
+        if pad and (name in sig.K_AXIS_INPUTS or name in sig.Q_AXIS_INPUTS) and shape:
             shape[0] = -1
         key.append((name, tuple(shape)))
     return tuple(key)
+
+
+def with_mask(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A request to a mask-free signature, for its masked form: every point is real."""
+    if sig.SUPPORT_MASK in inputs or sig.SUPPORT_X not in inputs:
+        return inputs
+    return {**inputs, sig.SUPPORT_MASK: np.ones(inputs[sig.SUPPORT_X].shape[:2], bool)}
 
 
 def merge(requests: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -75,7 +90,7 @@ def merge(requests: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     merged = {}
     for name in requests[0]:
         arrays = [r[name] for r in requests]
-        fill = PADDED_ON_K.get(name, PADDED_ON_Q.get(name))
+        fill = sig.K_AXIS_INPUTS.get(name, sig.Q_AXIS_INPUTS.get(name))
         if fill is not None and arrays[0].ndim >= 2:
             longest = max(a.shape[1] for a in arrays)
             arrays = [
@@ -97,11 +112,11 @@ def split(outputs: dict[str, np.ndarray], requests: list[dict[str, np.ndarray]])
     results, start = [], 0
     for request in requests:
         size = next(iter(request.values())).shape[0]
-        q = request["query_x"].shape[1] if "query_x" in request else None
+        q = request[sig.QUERY_X].shape[1] if sig.QUERY_X in request else None
         result = {}
         for name, value in outputs.items():
             rows = value[start : start + size]
-            if q is not None and name in PER_QUERY_OUTPUTS:
+            if q is not None and name in sig.PER_QUERY_OUTPUTS:
                 rows = rows[:, :q]
             result[name] = rows
         results.append(result)
@@ -125,8 +140,11 @@ class Batcher:
         if size > self.options.max_batch_size:
             async with self._slots:
                 return await self._run(servable, signature.name, inputs)
-        pad = _can_pad(signature)
-        key = (id(servable), signature.name, _shape_key(inputs, pad))
+        run = _padded_form(servable, signature)
+        pad = run is not None
+        if pad and run != signature.name:
+            inputs = with_mask(inputs)
+        key = (id(servable), run or signature.name, _shape_key(inputs, pad))
         queue = self._queues.setdefault(key, _Queue())
         waiting = self._in_flight_batches + len(self._queues)
         if waiting >= self.options.max_enqueued_batches:
@@ -138,22 +156,22 @@ class Batcher:
         future = asyncio.get_running_loop().create_future()
         queued = sum(item.size for item in queue.items)
         if queued + size > self.options.max_batch_size:
-            self._flush(key, servable, signature)
+            self._flush(key, servable, key[1])
             queue = self._queues.setdefault(key, _Queue())
         queue.items.append(_Pending(inputs, size, future))
         if sum(item.size for item in queue.items) >= self.options.max_batch_size:
-            self._flush(key, servable, signature)
+            self._flush(key, servable, key[1])
         elif queue.timer is None:
             queue.timer = asyncio.get_running_loop().call_later(
                 self.options.batch_timeout_micros / 1e6,
                 self._flush,
                 key,
                 servable,
-                signature,
+                key[1],
             )
         return await future
 
-    def _flush(self, key, servable, signature) -> None:
+    def _flush(self, key, servable, signature: str) -> None:
         queue = self._queues.pop(key, None)
         if queue is None or not queue.items:
             return
@@ -162,34 +180,19 @@ class Batcher:
         self._in_flight_batches += 1
         asyncio.get_running_loop().create_task(self._execute(servable, signature, queue.items))
 
-    async def _execute(self, servable, signature, items: list[_Pending]) -> None:
+    async def _execute(self, servable, signature: str, items: list[_Pending]) -> None:
         try:
             requests = [item.inputs for item in items]
             async with self._slots:
                 self.batches_run += 1
-                outputs = await self._run(servable, signature.name, merge(requests))
+                outputs = await self._run(servable, signature, merge(requests))
             for item, result in zip(items, split(outputs, requests), strict=True):
                 if not item.future.done():
                     item.future.set_result(result)
-        except ServingError as error:
-            if error.code != grpc.StatusCode.INVALID_ARGUMENT or len(items) == 1:
-                self._fail(items, error)
-            else:  # one request's values (say a label out of range) fail the merged call:
-                await self._one_by_one(servable, signature, items)  # only that one fails
         except Exception as error:
             self._fail(items, error)
         finally:
             self._in_flight_batches -= 1
-
-    async def _one_by_one(self, servable, signature, items: list[_Pending]) -> None:
-        for item in items:
-            try:
-                async with self._slots:
-                    result = await self._run(servable, signature.name, item.inputs)
-                if not item.future.done():
-                    item.future.set_result(result)
-            except Exception as error:
-                self._fail([item], error)
 
     @staticmethod
     def _fail(items: list[_Pending], error: Exception) -> None:

@@ -5,9 +5,10 @@
     out = client.predict(support_x, support_y, query_x, model_name="viable")
     out["predictions"]  # [B, Q, Y]
 
-It uses only the official `tensorflow-serving-api` stubs and always sends every
-signature input (support_mask included), so it works unchanged against the real
-tensorflow_model_server.
+It uses only the official `tensorflow-serving-api` stubs and the contract of
+`viable_tf.export.signature`: without a mask it calls `serving_default` / `adapt`
+with exactly support_x, support_y (and query_x); with `support_mask` it calls their
+masked forms. So it works unchanged against the real tensorflow_model_server.
 
     viable-client --target=127.0.0.1:8500 --model_name=viable sine --num_support=5
     viable-client --target=127.0.0.1:8500 --model_name=viable status
@@ -31,6 +32,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from viable_tf.export import signature as sig
 from viable_tf.logs import add_verbosity_flag
 
 
@@ -59,7 +61,7 @@ class Client:
         inputs: dict[str, np.ndarray],
         *,
         model_name: str,
-        signature_name: str = "serving_default",
+        signature_name: str = sig.SERVING_DEFAULT,
         version: int | None = None,
         label: str | None = None,
     ) -> predict_pb2.PredictRequest:
@@ -85,27 +87,32 @@ class Client:
         version: int | None = None,
         label: str | None = None,
     ) -> dict[str, np.ndarray]:
-        """Adapt on each task's support set and predict its queries (serving_default)."""
+        """Adapt on each task's support set and predict its queries (serving_default, or
+        serving_masked when a support_mask [B, K] marks padding)."""
         inputs = _support(support_x, support_y, support_mask)
-        inputs["query_x"] = np.asarray(query_x, np.float32)
-        return self.call(self.request(inputs, model_name=model_name, version=version, label=label))
+        inputs[sig.QUERY_X] = np.asarray(query_x, np.float32)
+        name = sig.SERVING_DEFAULT if support_mask is None else sig.SERVING_MASKED
+        request = self.request(
+            inputs, model_name=model_name, signature_name=name, version=version, label=label
+        )
+        return self.call(request)
 
     def adapt(self, support_x, support_y, *, support_mask=None, model_name="viable", **spec):
         """The adapted context of each task, [B, C], to reuse with predict_with_context."""
         request = self.request(
             _support(support_x, support_y, support_mask),
             model_name=model_name,
-            signature_name="adapt",
+            signature_name=sig.ADAPT if support_mask is None else sig.ADAPT_MASKED,
             **spec,
         )
-        return self.call(request)["context"]
+        return self.call(request)[sig.CONTEXT]
 
     def predict_with_context(self, context, query_x, *, model_name="viable", **spec):
         inputs = {
-            "context": np.asarray(context, np.float32),
-            "query_x": np.asarray(query_x, np.float32),
+            sig.CONTEXT: np.asarray(context, np.float32),
+            sig.QUERY_X: np.asarray(query_x, np.float32),
         }
-        request = self.request(inputs, model_name=model_name, signature_name="predict", **spec)
+        request = self.request(inputs, model_name=model_name, signature_name=sig.PREDICT, **spec)
         return self.call(request)  # predictions, or a classifier's logits/probabilities/classes
 
     def metadata(self, model_name: str, **spec) -> dict:
@@ -127,17 +134,16 @@ class Client:
 
 
 def _support(support_x, support_y, support_mask) -> dict[str, np.ndarray]:
-    support_x = np.asarray(support_x, np.float32)
-    if support_mask is None:
-        support_mask = np.ones(support_x.shape[:2], bool)
     support_y = np.asarray(support_y)
     # Integer labels (a classifier's, [B, K]) stay integers; regression targets are float32.
     label_dtype = np.int32 if support_y.dtype.kind in "iu" else np.float32
-    return {
-        "support_x": support_x,
-        "support_y": support_y.astype(label_dtype),
-        "support_mask": np.asarray(support_mask, bool),
+    inputs = {
+        sig.SUPPORT_X: np.asarray(support_x, np.float32),
+        sig.SUPPORT_Y: support_y.astype(label_dtype),
     }
+    if support_mask is not None:
+        inputs[sig.SUPPORT_MASK] = np.asarray(support_mask, bool)
+    return inputs
 
 
 def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: int):
@@ -202,7 +208,7 @@ def main() -> None:
             outputs = client.predict(
                 support_x, support_y, query_x, model_name=args.model_name, **spec
             )
-            accuracy = float(np.mean(outputs["classes"] == query_y))
+            accuracy = float(np.mean(outputs[sig.CLASSES] == query_y))
             print(
                 f"omniglot {args.num_ways}-way {args.num_shots}-shot episode (test alphabets): "
                 f"accuracy {accuracy:.3f} on {query_y.size} queries"
@@ -220,7 +226,7 @@ def main() -> None:
                 **spec,
             )
             mse = float(
-                np.mean((outputs["predictions"] - amplitude * np.sin(query_x - phase)) ** 2)
+                np.mean((outputs[sig.PREDICTIONS] - amplitude * np.sin(query_x - phase)) ** 2)
             )
             print(
                 f"sine task A={amplitude:.2f}, p={phase:.2f}, K={args.num_support}: "

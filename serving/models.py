@@ -14,6 +14,7 @@ All state changes happen on the event loop's thread; loading runs in a worker th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from tensorflow_serving.apis import get_model_status_pb2, prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.errors import ServingError, not_found
+from viable_tf.export import signature as sig
 
 log = logging.getLogger("viable_serve")
 
@@ -40,11 +42,13 @@ UNKNOWN_ERROR = 2  # tensorflow.error.Code.UNKNOWN
 
 @dataclass(frozen=True)
 class Signature:
-    """A signature's named inputs and outputs, as TensorSpecs."""
+    """A signature's named inputs and outputs, as TensorSpecs; `num_classes` is N for a
+    classifier (whose labels the server checks before the graph), None otherwise."""
 
     name: str
     inputs: dict[str, tf.TensorSpec]
     outputs: dict[str, tf.TensorSpec]
+    num_classes: int | None = None
 
 
 def _flat_caller(function):
@@ -61,6 +65,22 @@ def _flat_caller(function):
     return lambda tensors: call_flat([tensors[name] for name in names], captured)
 
 
+def _labelled(signature: Signature) -> bool:
+    spec = signature.inputs.get(sig.SUPPORT_Y)
+    return spec is not None and spec.dtype.is_integer
+
+
+def _num_classes(description: dict, signatures: dict[str, Signature]) -> int | None:
+    """N of a classifier: from the export's description, else its logits' last axis."""
+    if description.get("task") == "classification":
+        return int(description["output_dim"])
+    for signature in signatures.values():
+        spec = signature.outputs.get(sig.LOGITS)
+        if spec is not None and spec.shape.rank and spec.shape[-1] is not None:
+            return int(spec.shape[-1])
+    return None
+
+
 class Servable:
     """One loaded version of a model: its signatures, callable on NumPy arrays."""
 
@@ -73,7 +93,7 @@ class Servable:
         self._callers = {key: _flat_caller(fn) for key, fn in self._functions.items()}
         # Recent call times per signature, for the server to choose where a call runs.
         self.recent_seconds = {key: deque(maxlen=15) for key in self._functions}
-        self.signatures = {
+        signatures = {
             key: Signature(
                 key,
                 dict(function.structured_input_signature[1]),
@@ -91,6 +111,11 @@ class Servable:
         if os.path.exists(description_path):
             with open(description_path) as f:
                 self.description = json.load(f)
+        num_classes = _num_classes(self.description, signatures)
+        self.signatures = {
+            key: dataclasses.replace(s, num_classes=num_classes if _labelled(s) else None)
+            for key, s in signatures.items()
+        }
 
     def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Calls a signature (blocking) and records how long it took."""
@@ -116,7 +141,7 @@ class Servable:
         for record in tf.data.TFRecordDataset(path):
             log_entry = prediction_log_pb2.PredictionLog.FromString(record.numpy())
             request = log_entry.predict_log.request
-            signature = request.model_spec.signature_name or "serving_default"
+            signature = request.model_spec.signature_name or sig.SERVING_DEFAULT
             self.run(signature, {k: tf.make_ndarray(v) for k, v in request.inputs.items()})
             count += 1
         return count

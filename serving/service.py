@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +15,7 @@ from serving.errors import ServingError, invalid
 from serving.metrics import Metrics
 from serving.models import ModelManager, Servable, Signature
 from serving.tensors import Limits, check_inputs, check_output_filter
+from viable_tf.export import signature as sig
 
 
 class InferenceService:
@@ -44,7 +44,7 @@ class InferenceService:
         self.batcher = Batcher(batching, self._run) if batching else None
 
     def signature(self, servable: Servable, name: str) -> Signature:
-        signature = servable.signatures.get(name or "serving_default")
+        signature = servable.signatures.get(name or sig.SERVING_DEFAULT)
         if signature is None:
             raise ServingError(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -89,7 +89,9 @@ class InferenceService:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, servable.run, signature, inputs)
         except tf.errors.InvalidArgumentError as error:
-            raise invalid(graph_error_message(error.message)) from None
+            # The boundary checks (serving/tensors.py) come first; a model's in-graph
+            # check that still fires is reported as TensorFlow words it.
+            raise invalid(_first_line(error.message)) from None
         except tf.errors.ResourceExhaustedError as error:
             raise ServingError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED, _first_line(error.message)
@@ -101,27 +103,6 @@ class InferenceService:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-_ASSERTION = re.compile(r"assertion failed: \[([^\]]*)\]")
-_NOISE = ("Graph execution error:", "Detected at node", "<stack traces unavailable>", "[[")
-
-
-def graph_error_message(text: str) -> str:
-    """The message a model's own check raised, out of TensorFlow's error text.
-
-    TensorFlow wraps it in "Graph execution error:", node names and stack lines:
-    an assertion's message is its first bracketed field, a check_numerics' is the
-    first line that is none of those.
-    """
-    match = _ASSERTION.search(text)
-    if match:
-        return match.group(1)
-    for line in text.splitlines():
-        line = re.sub(r"\s*\[Op:[^\]]*\]$", "", line.strip())
-        if line and not line.startswith(_NOISE):
-            return line
-    return _first_line(text)
 
 
 def _first_line(text: str) -> str:

@@ -3,8 +3,10 @@
 Every check happens here, before anything reaches TensorFlow, and each failure
 names the input and says what was expected: missing, extra or misnamed inputs,
 wrong dtype, wrong rank or static dimension, tasks (B) or support points (K) that
-disagree between inputs, non-finite values, an empty batch, and K or Q above the
-server's bounds.
+disagree between inputs, non-finite values, a classifier's labels outside 0..N-1,
+an empty batch, and K or Q above the server's bounds. The same checks run for gRPC
+and REST, with the same messages; the model's own in-graph checks stay as a last
+guard. Names and axes come from the contract, `viable_tf.export.signature`.
 
 Shape legend: B tasks, K support points, Q query points.
 """
@@ -19,9 +21,7 @@ from tensorflow.core.framework import tensor_pb2
 
 from serving.errors import ServingError, invalid
 from serving.models import Signature
-
-SUPPORT_INPUTS = ("support_x", "support_y", "support_mask")  # share K on axis 1
-QUERY_INPUTS = ("query_x",)  # Q on axis 1
+from viable_tf.export import signature as sig
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,8 @@ def _describe(spec: tf.TensorSpec) -> str:
 def check_inputs(
     signature: Signature, inputs: dict[str, np.ndarray], limits: Limits
 ) -> dict[str, np.ndarray]:
-    """Validates inputs against a signature (filling a default support_mask); returns them."""
+    """Validates inputs against a signature; returns them."""
     expected = signature.inputs
-    if "support_mask" in expected and "support_mask" not in inputs and "support_x" in inputs:
-        inputs = {**inputs, "support_mask": np.ones(np.shape(inputs["support_x"])[:2], bool)}
     missing = sorted(set(expected) - set(inputs))
     extra = sorted(set(inputs) - set(expected))
     if missing or extra:
@@ -54,9 +52,13 @@ def check_inputs(
             parts.append(f"missing {', '.join(missing)}")
         if extra:
             parts.append(f"unexpected {', '.join(extra)}")
+        hint = ""
+        masked = sig.MASKED_FORM.get(signature.name)
+        if sig.SUPPORT_MASK in extra and masked:
+            hint = f" (a request with {sig.SUPPORT_MASK} goes to signature '{masked}')"
         raise invalid(
             f"inputs do not match signature '{signature.name}': {'; '.join(parts)}. "
-            f"Expected inputs: {wanted}"
+            f"Expected inputs: {wanted}{hint}"
         )
     batch_sizes = {}
     for name, spec in expected.items():
@@ -83,7 +85,7 @@ def check_inputs(
         raise invalid("empty request: expected at least one task (B >= 1)")
     if batch > limits.max_tasks:
         raise invalid(f"B = {batch} tasks exceeds the server's bound of {limits.max_tasks}")
-    support = {k: inputs[k].shape[1] for k in SUPPORT_INPUTS if k in inputs}
+    support = {k: inputs[k].shape[1] for k in sig.K_AXIS_INPUTS if k in inputs}
     if len(set(support.values())) > 1:
         sizes = ", ".join(f"{k}: {v}" for k, v in sorted(support.items()))
         raise invalid(
@@ -94,12 +96,18 @@ def check_inputs(
             f"K = {max(support.values())} support points exceeds the server's bound of "
             f"{limits.max_support} (--max_support)"
         )
-    for name in QUERY_INPUTS:
+    for name in sig.Q_AXIS_INPUTS:
         if name in inputs and inputs[name].shape[1] > limits.max_query:
             raise invalid(
                 f"Q = {inputs[name].shape[1]} query points exceeds the server's bound of "
                 f"{limits.max_query} (--max_query)"
             )
+    if signature.num_classes is not None and sig.SUPPORT_Y in inputs:
+        message = sig.check_labels(
+            inputs[sig.SUPPORT_Y], inputs.get(sig.SUPPORT_MASK), signature.num_classes
+        )
+        if message:
+            raise invalid(message)
     return inputs
 
 
@@ -167,18 +175,34 @@ def _json_array(name: str, value, spec: tf.TensorSpec) -> np.ndarray:
         raise invalid(f"input {name}: ragged nested lists; expected a rectangular array") from None
     kind = array.dtype.kind
     target = spec.dtype.as_numpy_dtype
+    if array.size == 0 and kind == "f":
+        return _empty(name, array, spec).astype(target)  # an empty list has no element type
     if spec.dtype.is_floating and kind in "iuf":
         return array.astype(target)
     if spec.dtype.is_integer and kind in "iu":
         return array.astype(target)
     if spec.dtype == tf.bool and kind == "b":
         return array
-    if array.size == 0 and kind == "f":
-        return array.astype(target)  # an empty list has no element type
     got = {"b": "booleans", "U": "strings", "O": "mixed or nested values"}.get(
         kind, array.dtype.name
     )
     raise invalid(f"input {name}: expected {spec.dtype.name} values, got {got}")
+
+
+def _empty(name: str, array: np.ndarray, spec: tf.TensorSpec) -> np.ndarray:
+    """JSON can carry an empty support set only as [B, 0]: that means K = 0, i.e.
+    [B, 0, *the signature's trailing dimensions], as a [B, 0, D] tensor does over gRPC."""
+    trailing = spec.shape.as_list()[2:]
+    if (
+        name in sig.K_AXIS_INPUTS
+        and array.ndim == 2
+        and array.shape[1] == 0
+        and spec.shape.rank is not None
+        and spec.shape.rank > 2
+        and None not in trailing
+    ):
+        return array.reshape([array.shape[0], 0, *trailing])
+    return array
 
 
 def from_json(body: dict, signature: Signature) -> tuple[dict[str, np.ndarray], str]:

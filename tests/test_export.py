@@ -42,9 +42,16 @@ def _task_batch(rng, b, k, q, masked=False):
 )
 def test_reloaded_model_matches_the_model_in_memory(exported, b, k, q, masked):
     learner, path = exported
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+    signatures = tf.saved_model.load(path).signatures
     support_x, support_y, mask, query_x = _task_batch(np.random.default_rng(b + k), b, k, q, masked)
-    outputs = serve(support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x)
+    if masked:
+        outputs = signatures["serving_masked"](
+            support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x
+        )
+    else:
+        outputs = signatures["serving_default"](
+            support_x=support_x, support_y=support_y, query_x=query_x
+        )
     state = learner.adapt(support_x, support_y, mask)
     np.testing.assert_allclose(outputs["predictions"], learner.predict(state, query_x), atol=1e-5)
     np.testing.assert_allclose(outputs["context"], state[0], atol=1e-5)
@@ -53,15 +60,35 @@ def test_reloaded_model_matches_the_model_in_memory(exported, b, k, q, masked):
         np.testing.assert_allclose(outputs["predictions"], unadapted, atol=1e-6)
 
 
+def test_serving_default_takes_three_inputs_and_equals_the_masked_form(exported):
+    """What a client of the real TF Serving sends from the signature's plain inputs."""
+    _, path = exported
+    signatures = tf.saved_model.load(path).signatures
+    support_x, support_y, mask, query_x = _task_batch(np.random.default_rng(7), 3, 8, 11)
+    plain = signatures["serving_default"](support_x=support_x, support_y=support_y, query_x=query_x)
+    masked = signatures["serving_masked"](
+        support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x
+    )
+    assert mask.all()
+    for name in ("predictions", "context"):
+        np.testing.assert_array_equal(plain[name], masked[name])
+    adapted = signatures["adapt"](support_x=support_x, support_y=support_y)["context"]
+    adapted_masked = signatures["adapt_masked"](
+        support_x=support_x, support_y=support_y, support_mask=mask
+    )["context"]
+    np.testing.assert_array_equal(adapted, adapted_masked)
+    np.testing.assert_array_equal(adapted, plain["context"])
+
+
 def test_adapt_then_predict_signatures_compose(exported):
     _, path = exported
     loaded = tf.saved_model.load(path)
     support_x, support_y, mask, query_x = _task_batch(np.random.default_rng(0), 3, 6, 9)
-    context = loaded.signatures["adapt"](
+    context = loaded.signatures["adapt_masked"](
         support_x=support_x, support_y=support_y, support_mask=mask
     )
     twice = loaded.signatures["predict"](context=context["context"], query_x=query_x)
-    once = loaded.signatures["serving_default"](
+    once = loaded.signatures["serving_masked"](
         support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x
     )
     np.testing.assert_allclose(twice["predictions"], once["predictions"], atol=1e-6)
@@ -70,13 +97,21 @@ def test_adapt_then_predict_signatures_compose(exported):
 def test_signatures_have_named_inputs_and_outputs(exported):
     _, path = exported
     signatures = tf.saved_model.load(path).signatures
-    assert set(signatures) == {"serving_default", "adapt", "predict"}
+    assert set(signatures) == {
+        "serving_default",
+        "serving_masked",
+        "adapt",
+        "adapt_masked",
+        "predict",
+    }
     expected = {
-        "serving_default": (
+        "serving_default": ({"support_x", "support_y", "query_x"}, {"predictions", "context"}),
+        "serving_masked": (
             {"support_x", "support_y", "support_mask", "query_x"},
             {"predictions", "context"},
         ),
-        "adapt": ({"support_x", "support_y", "support_mask"}, {"context"}),
+        "adapt": ({"support_x", "support_y"}, {"context"}),
+        "adapt_masked": ({"support_x", "support_y", "support_mask"}, {"context"}),
         "predict": ({"context", "query_x"}, {"predictions"}),
     }
     for name, (inputs, outputs) in expected.items():
@@ -107,7 +142,7 @@ def test_saved_model_cli_lists_the_signatures(exported):
     result = subprocess.run(
         [cli, "show", "--dir", path, "--all"], capture_output=True, text=True, check=True
     )
-    for name in ("serving_default", "adapt", "predict", "support_mask", "predictions"):
+    for name in ("serving_default", "serving_masked", "adapt", "predict", "support_mask"):
         assert name in result.stdout
 
 
@@ -120,9 +155,16 @@ def test_assets_extra(exported):
         description = json.load(f)
     assert description["method"] == "relviable" and description["evaluation"] == {"mean": 0.5}
     records = list(tf.data.TFRecordDataset(os.path.join(extra, "tf_serving_warmup_requests")))
-    assert len(records) == 2
-    request = prediction_log_pb2.PredictionLog.FromString(records[0].numpy()).predict_log.request
-    assert set(request.inputs) == {"support_x", "support_y", "support_mask", "query_x"}
+    requests = [
+        prediction_log_pb2.PredictionLog.FromString(r.numpy()).predict_log.request for r in records
+    ]
+    assert [r.model_spec.signature_name for r in requests] == [
+        "serving_default",
+        "serving_default",
+        "serving_masked",
+    ]
+    assert set(requests[0].inputs) == {"support_x", "support_y", "query_x"}
+    assert set(requests[2].inputs) == {"support_x", "support_y", "support_mask", "query_x"}
 
 
 def test_versions_number_up_and_are_never_overwritten(tmp_path):
@@ -134,7 +176,7 @@ def test_versions_number_up_and_are_never_overwritten(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["1", "2"]  # no staging folder left behind
     with pytest.raises(FileExistsError, match="exists"):
         export_saved_model(learner, str(tmp_path), version=2)
-    # MAML adapts weights, not a context: only serving_default, predictions only.
+    # MAML adapts weights, not a context: serving_default and its masked form only.
     signatures = tf.saved_model.load(second).signatures
-    assert list(signatures) == ["serving_default"]
+    assert sorted(signatures) == ["serving_default", "serving_masked"]
     assert set(signatures["serving_default"].structured_outputs) == {"predictions"}

@@ -110,7 +110,7 @@ def test_rest_row_and_columnar_match_grpc(server, client):
     columnar = requests.post(
         f"{server.rest_url}/v1/models/viable/versions/1:predict",
         json={
-            "signature_name": "serving_default",
+            "signature_name": "serving_masked",
             "inputs": {
                 "support_x": support_x.tolist(),
                 "support_y": support_y.tolist(),
@@ -135,6 +135,28 @@ def test_rest_row_and_columnar_match_grpc(server, client):
     np.testing.assert_allclose(adapt.json()["outputs"], expected["context"], atol=1e-6)
 
 
+def test_rest_empty_support_is_k_zero(server, model):
+    """JSON carries an empty support set only as [B, 0]; that is K = 0, as over gRPC."""
+    learner, _ = model
+    _, _, query_x = _tasks(b=2)
+    unadapted = learner.predict(learner.initial_state(2), query_x)
+    url = f"{server.rest_url}/v1/models/viable:predict"
+    bodies = [
+        {"inputs": {"support_x": [[], []], "support_y": [[], []], "query_x": query_x.tolist()}},
+        {"instances": [{"support_x": [], "support_y": [], "query_x": q.tolist()} for q in query_x]},
+    ]
+    for body in bodies:
+        reply = requests.post(url, json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        result = reply.json()
+        got = (
+            result["outputs"]["predictions"]
+            if "outputs" in result
+            else [p["predictions"] for p in result["predictions"]]
+        )
+        np.testing.assert_allclose(got, unadapted, atol=1e-6)
+
+
 def test_k_zero_is_the_unadapted_prediction(client, model):
     learner, _ = model
     _, _, query_x = _tasks(b=2)
@@ -146,8 +168,15 @@ def test_k_zero_is_the_unadapted_prediction(client, model):
 def test_status_metadata_and_health(server, client):
     assert client.status("viable") == [{"version": "1", "state": "AVAILABLE", "status": {}}]
     signatures = client.metadata("viable")["signature_def"]
-    assert set(signatures) == {"serving_default", "adapt", "predict"}
-    assert set(signatures["serving_default"]["inputs"]) == {
+    assert set(signatures) == {
+        "serving_default",
+        "serving_masked",
+        "adapt",
+        "adapt_masked",
+        "predict",
+    }
+    assert set(signatures["serving_default"]["inputs"]) == {"support_x", "support_y", "query_x"}
+    assert set(signatures["serving_masked"]["inputs"]) == {
         "support_x",
         "support_y",
         "support_mask",
@@ -188,12 +217,7 @@ def _grpc_error(client, inputs, **spec):
 
 def _good_inputs(**changes):
     support_x, support_y, query_x = _tasks()
-    inputs = {
-        "support_x": support_x,
-        "support_y": support_y,
-        "support_mask": np.ones((2, 10), bool),
-        "query_x": query_x,
-    }
+    inputs = {"support_x": support_x, "support_y": support_y, "query_x": query_x}
     inputs.update(changes)
     return {k: v for k, v in inputs.items() if v is not None}
 
@@ -255,7 +279,6 @@ GRPC_CASES = {
         {
             "support_x": np.zeros((0, 10, 1), np.float32),
             "support_y": np.zeros((0, 10, 1), np.float32),
-            "support_mask": np.zeros((0, 10), bool),
             "query_x": np.zeros((0, 7, 1), np.float32),
         },
         {},
@@ -266,11 +289,22 @@ GRPC_CASES = {
         {
             "support_x": _tasks(k=51)[0],
             "support_y": _tasks(k=51)[1],
-            "support_mask": np.ones((2, 51), bool),
         },
         {},
         grpc.StatusCode.INVALID_ARGUMENT,
         "K = 51 support points exceeds",
+    ),
+    "mask sent to serving_default": (
+        {"support_mask": np.ones((2, 10), bool)},
+        {},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "unexpected support_mask. Expected inputs: query_x",
+    ),
+    "mask omitted on serving_masked": (
+        {},
+        {"signature_name": "serving_masked"},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "missing support_mask",
     ),
     "Q above bound": (
         {"query_x": _tasks(q=501)[2]},
@@ -335,6 +369,18 @@ REST_CASES = {
         400,
         "every instance must name the same inputs",
     ),
+    "mask sent to serving_default": (
+        _row(support_mask=[True] * 10),
+        None,
+        400,
+        "unexpected support_mask. Expected inputs: query_x",
+    ),
+    "mask omitted on serving_masked": (
+        {**_row(), "signature_name": "serving_masked"},
+        None,
+        400,
+        "missing support_mask",
+    ),
     "Q above bound": (_row(query_x=[[0.0]] * 501), None, 400, "Q = 501"),
     "classify verb": (_row(), "/v1/models/viable:classify", 501, ":classify is not implemented"),
     "malformed path": (_row(), "/v1/models/viable/versions/x:predict", 400, "version must be"),
@@ -391,12 +437,7 @@ def test_new_version_swaps_in_without_dropping_requests_and_broken_one_is_report
         per_thread.append(mine)
         support_x, support_y, query_x = _tasks()
         request = client.request(
-            {
-                "support_x": support_x,
-                "support_y": support_y,
-                "support_mask": np.ones((2, 10), bool),
-                "query_x": query_x,
-            },
+            {"support_x": support_x, "support_y": support_y, "query_x": query_x},
             model_name="viable",
         )
         while not stop.is_set():
@@ -467,7 +508,8 @@ def test_batching_merges_requests_and_answers_each_exactly(model, client):
         support_x, support_y, query_x = _tasks(b=1 + i % 2, k=3 + i % 5, q=4 + i % 3, seed=i)
         mask = np.ones(support_x.shape[:2], bool)
         mask[0, -1] = i % 3 != 0
-        requests_.append((support_x, support_y, query_x, mask))
+        # serving_default (no mask) and serving_masked requests merge into one call
+        requests_.append((support_x, support_y, query_x, mask if i % 2 else None))
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         answers = list(
             pool.map(lambda r: batched.predict(r[0], r[1], r[2], support_mask=r[3]), requests_)

@@ -2,13 +2,10 @@
 
     BASE/<version>/saved_model.pb, variables/, assets.extra/
 
-Signatures (every input has a leading task axis B; K and Q vary per request):
-  serving_default: support_x [B, K, D], support_y [B, K, Y], support_mask bool [B, K],
-                   query_x [B, Q, D] -> predictions [B, Q, Y], context [B, C]
-  adapt:           support_x, support_y, support_mask -> context [B, C]
-  predict:         context [B, C], query_x [B, Q, D] -> predictions [B, Q, Y]
-K = 0 (or an all-False mask) gives the unadapted prediction. MAML adapts weights,
-not a context: its export has `serving_default` only.
+Signatures: as `viable_tf.export.signature` states them (serving_default takes
+support_x, support_y, query_x; serving_masked adds support_mask; adapt, adapt_masked
+and predict let a client adapt once and query many times). MAML adapts weights, not
+a context: its export has serving_default and serving_masked only.
 
 A classifier (cross-entropy learner, N way) takes integer labels and answers
     support_y int32 [B, K] (0..N-1) -> logits, probabilities [B, Q, N], classes int32 [B, Q]
@@ -35,6 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from viable_tf.export import signature as sig
 from viable_tf.learners.base import Learner
 from viable_tf.learners.cavia import CAVIA
 
@@ -73,25 +71,35 @@ class AdaptThenPredict(tf.Module):
         self.has_context = isinstance(learner, CAVIA)
         x_shape = [None, None, *self.input_shape]
         if self.classification:
-            label = tf.TensorSpec([None, None], tf.int32, name="support_y")
+            label = tf.TensorSpec([None, None], tf.int32, name=sig.SUPPORT_Y)
         else:
-            label = tf.TensorSpec([None, None, learner.output_dim], tf.float32, name="support_y")
-        support = [
-            tf.TensorSpec(x_shape, tf.float32, name="support_x"),
-            label,
-            tf.TensorSpec([None, None], tf.bool, name="support_mask"),
-        ]
-        query = tf.TensorSpec(x_shape, tf.float32, name="query_x")
+            label = tf.TensorSpec([None, None, learner.output_dim], tf.float32, name=sig.SUPPORT_Y)
+        support = [tf.TensorSpec(x_shape, tf.float32, name=sig.SUPPORT_X), label]
+        mask = tf.TensorSpec([None, None], tf.bool, name=sig.SUPPORT_MASK)
+        query = tf.TensorSpec(x_shape, tf.float32, name=sig.QUERY_X)
         self.serving_default = tf.function(self._serve, input_signature=[*support, query])
+        self.serving_masked = tf.function(
+            self._serve_masked, input_signature=[*support, mask, query]
+        )
         if self.has_context:
-            context = tf.TensorSpec([None, learner.context_dim], tf.float32, name="context")
+            context = tf.TensorSpec([None, learner.context_dim], tf.float32, name=sig.CONTEXT)
             self.adapt = tf.function(self._adapt, input_signature=support)
+            self.adapt_masked = tf.function(self._adapt_masked, input_signature=[*support, mask])
             self.predict = tf.function(self._predict, input_signature=[context, query])
 
     def signatures(self) -> dict:
-        signatures = {"serving_default": self.serving_default}
+        signatures = {
+            sig.SERVING_DEFAULT: self.serving_default,
+            sig.SERVING_MASKED: self.serving_masked,
+        }
         if self.has_context:
-            signatures.update(adapt=self.adapt, predict=self.predict)
+            signatures.update(
+                {
+                    sig.ADAPT: self.adapt,
+                    sig.ADAPT_MASKED: self.adapt_masked,
+                    sig.PREDICT: self.predict,
+                }
+            )
         return signatures
 
     def _features(self, x):
@@ -105,11 +113,11 @@ class AdaptThenPredict(tf.Module):
 
     def _outputs(self, y_hat) -> dict:
         if not self.classification:
-            return {"predictions": y_hat}  # [B, Q, Y]
+            return {sig.PREDICTIONS: y_hat}  # [B, Q, Y]
         return {
-            "logits": y_hat,  # [B, Q, N]
-            "probabilities": tf.nn.softmax(y_hat),  # [B, Q, N]
-            "classes": tf.argmax(y_hat, axis=-1, output_type=tf.int32),  # [B, Q]
+            sig.LOGITS: y_hat,  # [B, Q, N]
+            sig.PROBABILITIES: tf.nn.softmax(y_hat),  # [B, Q, N]
+            sig.CLASSES: tf.argmax(y_hat, axis=-1, output_type=tf.int32),  # [B, Q]
         }
 
     def _check_support(self, support_x, support_y, support_mask):
@@ -131,7 +139,7 @@ class AdaptThenPredict(tf.Module):
                 tf.debugging.assert_equal(
                     tf.reduce_all(tf.logical_or(in_range, tf.logical_not(support_mask))),
                     True,
-                    message=f"support_y must hold class labels 0..{n - 1}",
+                    message=sig.label_message(n),
                 )
             )
         with tf.control_dependencies(checks):
@@ -150,19 +158,29 @@ class AdaptThenPredict(tf.Module):
         with tf.control_dependencies([check]):
             return self._features(tf.debugging.check_numerics(query_x, "query_x must be finite"))
 
-    def _serve(self, support_x, support_y, support_mask, query_x):
+    @staticmethod
+    def _all_real(support_x):
+        return tf.ones(tf.shape(support_x)[:2], tf.bool)  # [B, K]: no padding
+
+    def _serve(self, support_x, support_y, query_x):
+        return self._serve_masked(support_x, support_y, self._all_real(support_x), query_x)
+
+    def _serve_masked(self, support_x, support_y, support_mask, query_x):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
         query_x = self._check_query(query_x, tf.shape(support_x)[0])
         state = self.learner.adapt(support_x, support_y, support_mask)
         outputs = self._outputs(self.learner.predict(state, query_x))
         if self.has_context:
-            outputs["context"] = state[0]  # [B, C]
+            outputs[sig.CONTEXT] = state[0]  # [B, C]
         return outputs
 
-    def _adapt(self, support_x, support_y, support_mask):
+    def _adapt(self, support_x, support_y):
+        return self._adapt_masked(support_x, support_y, self._all_real(support_x))
+
+    def _adapt_masked(self, support_x, support_y, support_mask):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
         (context,) = self.learner.adapt(support_x, support_y, support_mask)
-        return {"context": context}  # [B, C]
+        return {sig.CONTEXT: context}  # [B, C]
 
     def _predict(self, context, query_x):
         context = tf.debugging.check_numerics(context, "context must be finite")
@@ -179,14 +197,19 @@ def next_version(export_base: str) -> int:
 
 
 def warmup_requests(module: AdaptThenPredict, *, model_name: str) -> list:
-    """PredictionLog records that exercise serving_default (K = 10 and K = 0) before traffic."""
+    """PredictionLog records that exercise serving_default (K = 10 and K = 0) and
+    serving_masked (K = 10, the batcher's form) before traffic."""
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     learner = module.learner
     rng = np.random.default_rng(0)
     records = []
     raw_images = module.featurizer is not None  # e.g. Omniglot: values 0..1
-    for k in (10, 0):
+    for signature_name, k in (
+        (sig.SERVING_DEFAULT, 10),
+        (sig.SERVING_DEFAULT, 0),
+        (sig.SERVING_MASKED, 10),
+    ):
         if module.classification:
             support_y = (np.arange(k) % learner.output_dim).astype(np.int32)[None]
         else:
@@ -194,14 +217,17 @@ def warmup_requests(module: AdaptThenPredict, *, model_name: str) -> list:
         low, high = (0.0, 1.0) if raw_images else (-5.0, 5.0)
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
-        request.model_spec.signature_name = "serving_default"
+        request.model_spec.signature_name = signature_name
         queries = 10 if raw_images else 100
         inputs = {
-            "support_x": rng.uniform(low, high, (1, k, *module.input_shape)).astype(np.float32),
-            "support_y": support_y,
-            "support_mask": np.ones((1, k), bool),
-            "query_x": rng.uniform(low, high, (1, queries, *module.input_shape)).astype(np.float32),
+            sig.SUPPORT_X: rng.uniform(low, high, (1, k, *module.input_shape)).astype(np.float32),
+            sig.SUPPORT_Y: support_y,
+            sig.QUERY_X: rng.uniform(low, high, (1, queries, *module.input_shape)).astype(
+                np.float32
+            ),
         }
+        if signature_name == sig.SERVING_MASKED:
+            inputs[sig.SUPPORT_MASK] = np.ones((1, k), bool)
         for name, value in inputs.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
         records.append(
