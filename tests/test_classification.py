@@ -35,14 +35,14 @@ def tasks(leo_root):
 
 
 def test_training_batches_are_seeded_episodes(tasks):
-    batch, _ = tasks.sample(seed_for(0, 5), 4)
+    batch = tasks.sample(seed_for(0, 5), 4)
     assert batch.support_x.shape == (4, 10, 640) and batch.query_x.shape == (4, 15, 640)
     assert batch.support_y.dtype == tf.int32
     for labels in batch.support_y.numpy():
         np.testing.assert_array_equal(np.bincount(labels), [2] * 5)
-    again, _ = tasks.sample(seed_for(0, 5), 4)
+    again = tasks.sample(seed_for(0, 5), 4)
     np.testing.assert_array_equal(batch.support_x, again.support_x)
-    other, _ = tasks.sample(seed_for(0, 6), 4)
+    other = tasks.sample(seed_for(0, 6), 4)
     assert not np.array_equal(batch.support_x, other.support_x)
     # no episode of the batch repeats an example between support and query
     for s, q in zip(batch.support_x.numpy(), batch.query_x.numpy(), strict=True):
@@ -66,7 +66,7 @@ def test_learners_take_integer_labels_and_improve_the_support_loss(tasks, loss_n
         )
         inputs = 640 if loss_network is RelationLossNetwork else 0
         assert learner.feature_dim == 1 + 5 + 5 + inputs  # L_T, N logits, one-hot, (x)
-    batch, _ = tasks.sample(seed_for(1, 0), 3)
+    batch = tasks.sample(seed_for(1, 0), 3)
     loss, _ = learner.meta_loss(batch)
     assert np.isfinite(loss.numpy())
     with tf.GradientTape() as tape:
@@ -195,7 +195,7 @@ def test_exported_classifier_matches_the_model_and_checks_labels(exported_classi
     serve = loaded.signatures["serving_masked"]
     assert serve.structured_input_signature[1]["support_y"].dtype == tf.int32
     assert set(serve.structured_outputs) == {"logits", "probabilities", "classes", "context"}
-    batch, _ = tasks.sample(seed_for(2, 0), 3)
+    batch = tasks.sample(seed_for(2, 0), 3)
     mask = np.ones((3, 10), bool)
     mask[1, 7:] = False
     outputs = serve(

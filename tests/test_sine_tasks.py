@@ -9,7 +9,7 @@ from viable_tf.tasks import SineTasks, masked_mean, seed_for
 
 def test_shapes_and_targets_follow_the_sine_law():
     tasks = SineTasks(num_support=10, num_query=7)
-    batch, params = tasks.sample(seed_for(0, 0), 25)
+    batch, params = tasks.sample_tasks(seed_for(0, 0), 25)
     assert batch.support_x.shape == (25, 10, 1)
     assert batch.support_y.shape == (25, 10, 1)
     assert batch.support_mask.shape == (25, 10)
@@ -26,9 +26,9 @@ def test_shapes_and_targets_follow_the_sine_law():
 
 def test_same_seed_same_tasks_other_step_other_tasks():
     tasks = SineTasks()
-    first, _ = tasks.sample(seed_for(3, 17), 5)
-    again, _ = tasks.sample(seed_for(3, 17), 5)
-    other, _ = tasks.sample(seed_for(3, 18), 5)
+    first, _ = tasks.sample_tasks(seed_for(3, 17), 5)
+    again, _ = tasks.sample_tasks(seed_for(3, 17), 5)
+    other, _ = tasks.sample_tasks(seed_for(3, 18), 5)
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.allclose(first.support_x, other.support_x)
@@ -40,15 +40,15 @@ def test_sampling_is_graph_only_and_seeded_by_a_tensor_step():
 
     @tf.function
     def sample():
-        return tasks.sample(seed_for(1, step), 3)[0].support_x
+        return tasks.sample_tasks(seed_for(1, step), 3)[0].support_x
 
-    eager = tasks.sample(seed_for(1, 4), 3)[0].support_x
+    eager = tasks.sample_tasks(seed_for(1, 4), 3)[0].support_x
     np.testing.assert_array_equal(sample(), eager)
 
 
 def test_variable_support_size_mixes_k_from_zero_to_max():
     tasks = SineTasks(num_support=20, min_support=0)
-    batch, _ = tasks.sample(seed_for(0, 1), 2000)
+    batch, _ = tasks.sample_tasks(seed_for(0, 1), 2000)
     mask = batch.support_mask.numpy()
     k = mask.sum(axis=1)
     assert set(k) == set(range(21))  # every K in {0..20} occurs
@@ -59,11 +59,11 @@ def test_variable_support_size_mixes_k_from_zero_to_max():
 def test_fixed_k_override_and_evaluation_grid():
     tasks = SineTasks(num_support=20, min_support=0)
     grid = tasks.evaluation_grid(100)
-    batch, _ = tasks.sample(seed_for(0, 0), 4, num_support=3, query_x=grid)
+    batch, _ = tasks.sample_tasks(seed_for(0, 0), 4, num_support=3, query_x=grid)
     assert batch.support_x.shape == (4, 3, 1)
     assert np.all(batch.support_mask.numpy())
     np.testing.assert_allclose(batch.query_x[2, :, 0], np.linspace(-5, 5, 100), atol=1e-6)
-    empty, _ = tasks.sample(seed_for(0, 0), 4, num_support=0)
+    empty, _ = tasks.sample_tasks(seed_for(0, 0), 4, num_support=0)
     assert empty.support_x.shape == (4, 0, 1)
 
 
@@ -85,3 +85,20 @@ def test_masked_mean_ignores_masked_entries_even_if_not_finite():
     values = tf.constant([[1.0, 3.0, np.nan], [np.inf, 2.0, 4.0], [7.0, 7.0, 7.0]])
     mask = tf.constant([[True, True, False], [False, True, True], [False, False, False]])
     np.testing.assert_allclose(masked_mean(values, mask, axis=1), [2.0, 3.0, 0.0])
+
+
+def test_sine_tasks_meet_the_task_family_contract():
+    from viable_tf.tasks.base import TaskFamily
+
+    tasks = SineTasks()
+    assert isinstance(tasks, TaskFamily)
+    batch = tasks.sample(seed_for(2, 3), 4)  # the trainer's call: a TaskBatch alone
+    full, _ = tasks.sample_tasks(seed_for(2, 3), 4)
+    for a, b in zip(batch, full, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert tasks.test_evaluator().num_tasks == 1000
+    assert tasks.test_evaluator(num_support=4).num_support == 4
+    assert tasks.validation_evaluator().num_tasks == 100
+    inputs = tasks.warmup_inputs(np.random.default_rng(0), num_support=3, num_query=5)
+    assert inputs["support_x"].shape == (1, 3, 1) and inputs["query_x"].shape == (1, 5, 1)
+    assert np.all(np.abs(inputs["support_x"]) <= 5) and np.all(np.abs(inputs["support_y"]) <= 5)

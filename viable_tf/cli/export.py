@@ -52,6 +52,7 @@ def _main() -> int:
         operative_config=config,
         metadata={"evaluation": results, "checkpoint_step": checkpoint_step},
         model_name=args.model_name,
+        warmup_inputs=trainer.tasks.warmup_inputs,
     )
     print(f"exported {trainer.learner.method_name} to {path}")
     print(

@@ -1,24 +1,16 @@
-"""The evaluation protocol of a task source: sine tasks or classification episodes."""
+"""The evaluation protocols of a task family (its own `validation_evaluator` and
+`test_evaluator`), as functions for the trainer and the CLIs."""
 
 from __future__ import annotations
 
-from viable_tf.evaluation.classification import (
-    classification_test_evaluator,
-    classification_validation_evaluator,
-)
-from viable_tf.evaluation.sine import test_evaluator, validation_evaluator
-from viable_tf.tasks.classification import FewShotEpisodes
+from viable_tf.tasks.base import TaskFamily
 
 
-def validation_protocol(tasks):
+def validation_protocol(tasks: TaskFamily):
     """The meta-validation evaluator for `tasks` (early stopping)."""
-    if isinstance(tasks, FewShotEpisodes):
-        return classification_validation_evaluator(tasks)
-    return validation_evaluator(tasks)
+    return tasks.validation_evaluator()
 
 
-def test_protocol(tasks, *, num_support: int | None = None):
+def test_protocol(tasks: TaskFamily, *, num_support: int | None = None):
     """The test evaluator for `tasks`; `num_support` is K (per class for episodes)."""
-    if isinstance(tasks, FewShotEpisodes):
-        return classification_test_evaluator(tasks, num_shots=num_support)
-    return test_evaluator(tasks, num_support=num_support)
+    return tasks.test_evaluator(num_support=num_support)

@@ -70,7 +70,7 @@ class SineEvaluator:
     def batch(self, index: int, size: int):
         """Batch `index` of the task set: drawn from (seed, K, index) alone."""
         seed = seed_for(self.seed, self._stream * 1_000_000 + index)
-        return self.tasks.sample(seed, size, num_support=self.num_support, query_x=self.grid)
+        return self.tasks.sample_tasks(seed, size, num_support=self.num_support, query_x=self.grid)
 
     def __call__(self, learner: Learner) -> Evaluation:
         if learner is not self._learner:  # trace once per learner, not per call

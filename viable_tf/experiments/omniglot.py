@@ -150,7 +150,25 @@ def export(work_dir: str, run: str) -> str:
         model_name=run,
         featurizer=_frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
+        warmup_inputs=functools.partial(_warmup_images, num_ways=trainer.tasks.num_ways),
     )
+
+
+def _warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> dict:
+    """Warm-up requests of the exported classifier: images in 0..1, labels 0..N-1."""
+    import numpy as np
+
+    from viable_tf.datasets import omniglot
+
+    def images(count):
+        return rng.uniform(0.0, 1.0, (1, count, *omniglot.IMAGE_SHAPE)).astype("float32")
+
+    labels = [[i % num_ways for i in range(num_support)]]
+    return {
+        "support_x": images(num_support),
+        "support_y": np.asarray(labels, "int32").reshape(1, num_support),
+        "query_x": images(num_query),
+    }
 
 
 def reference(work_dir: str, setting: str, test_episodes: int) -> dict:

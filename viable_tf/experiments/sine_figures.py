@@ -30,7 +30,7 @@ def adapted_from_four_points(model_dirs: dict[str, str], *, path: str, num_tasks
     for label, model_dir in model_dirs.items():
         trainer, _ = load_run(model_dir)
         grid = trainer.tasks.evaluation_grid(200)
-        batch, params = trainer.tasks.sample(
+        batch, params = trainer.tasks.sample_tasks(
             seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=4, query_x=grid
         )  # the same tasks for both: the seed alone fixes them
         learner = trainer.learner

@@ -23,10 +23,12 @@ Shape legend: B tasks, K support, Q query, D input dim, Y output dim, C context 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -34,7 +36,6 @@ import tensorflow as tf
 
 from viable_tf.export import signature as sig
 from viable_tf.learners.base import Learner
-from viable_tf.learners.cavia import CAVIA
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "viable_model.json"
@@ -65,10 +66,10 @@ class AdaptThenPredict(tf.Module):
             raise ValueError("featurizer and input_shape go together")
         self.learner = learner
         self.featurizer = featurizer
-        self.classification = learner.task_loss_name == "cross_entropy"
+        self.classification = learner.is_classifier
         self.input_shape = tuple(input_shape or (learner.input_dim,))  # one raw input
         # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
-        self.has_context = isinstance(learner, CAVIA)
+        self.has_context = learner.adapts_context
         x_shape = [None, None, *self.input_shape]
         if self.classification:
             label = tf.TensorSpec([None, None], tf.int32, name=sig.SUPPORT_Y)
@@ -196,39 +197,55 @@ def next_version(export_base: str) -> int:
     return max(versions, default=0) + 1
 
 
-def warmup_requests(module: AdaptThenPredict, *, model_name: str) -> list:
+WarmupInputs = Callable[..., dict[str, np.ndarray]]
+
+
+def generic_warmup_inputs(
+    module: AdaptThenPredict, rng: np.random.Generator, *, num_support: int, num_query: int
+) -> dict[str, np.ndarray]:
+    """Warm-up inputs when the caller names none: standard normal x of the served
+    shape, labels 0..N-1 or standard normal targets."""
+    learner = module.learner
+    if module.classification:
+        support_y = (np.arange(num_support) % learner.output_dim).astype(np.int32)[None]
+    else:
+        support_y = rng.normal(size=(1, num_support, learner.output_dim)).astype(np.float32)
+    shape = module.input_shape
+    return {
+        sig.SUPPORT_X: rng.normal(size=(1, num_support, *shape)).astype(np.float32),
+        sig.SUPPORT_Y: support_y,
+        sig.QUERY_X: rng.normal(size=(1, num_query, *shape)).astype(np.float32),
+    }
+
+
+def warmup_requests(
+    module: AdaptThenPredict, *, model_name: str, inputs: WarmupInputs | None = None
+) -> list:
     """PredictionLog records that exercise serving_default (K = 10 and K = 0) and
-    serving_masked (K = 10, the batcher's form) before traffic."""
+    serving_masked (K = 10, the batcher's form) before traffic.
+
+    `inputs(rng, num_support=K, num_query=Q)` gives one task's support_x, support_y and
+    query_x in the served input space (a task family's `warmup_inputs`, or images for
+    an export with a featurizer); by default `generic_warmup_inputs`.
+    """
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-    learner = module.learner
     rng = np.random.default_rng(0)
+    if inputs is None:
+        inputs = functools.partial(generic_warmup_inputs, module)
     records = []
-    raw_images = module.featurizer is not None  # e.g. Omniglot: values 0..1
     for signature_name, k in (
         (sig.SERVING_DEFAULT, 10),
         (sig.SERVING_DEFAULT, 0),
         (sig.SERVING_MASKED, 10),
     ):
-        if module.classification:
-            support_y = (np.arange(k) % learner.output_dim).astype(np.int32)[None]
-        else:
-            support_y = rng.normal(size=(1, k, learner.output_dim)).astype(np.float32)
-        low, high = (0.0, 1.0) if raw_images else (-5.0, 5.0)
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
         request.model_spec.signature_name = signature_name
-        queries = 10 if raw_images else 100
-        inputs = {
-            sig.SUPPORT_X: rng.uniform(low, high, (1, k, *module.input_shape)).astype(np.float32),
-            sig.SUPPORT_Y: support_y,
-            sig.QUERY_X: rng.uniform(low, high, (1, queries, *module.input_shape)).astype(
-                np.float32
-            ),
-        }
+        values = dict(inputs(rng, num_support=k, num_query=10))
         if signature_name == sig.SERVING_MASKED:
-            inputs[sig.SUPPORT_MASK] = np.ones((1, k), bool)
-        for name, value in inputs.items():
+            values[sig.SUPPORT_MASK] = np.ones((1, k), bool)
+        for name, value in values.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
         records.append(
             prediction_log_pb2.PredictionLog(
@@ -248,8 +265,12 @@ def export_saved_model(
     model_name: str = "viable",
     featurizer: keras.Model | None = None,
     input_shape: tuple[int, ...] | None = None,
+    warmup_inputs: WarmupInputs | None = None,
 ) -> str:
     """Writes BASE/<version>/ atomically (a finished folder appears at once) and returns it.
+
+    `warmup_inputs(rng, num_support=K, num_query=Q)` makes the warm-up requests' inputs
+    (see `warmup_requests`): pass the run's task family's `warmup_inputs`.
 
     A server polling `export_base` never sees a half-written version: the export is
     written to a hidden temporary folder beside it and renamed into place.
@@ -282,7 +303,7 @@ def export_saved_model(
         with open(os.path.join(extra, METADATA_FILE), "w") as f:
             json.dump(description, f, indent=2)
         with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
-            for record in warmup_requests(module, model_name=model_name):
+            for record in warmup_requests(module, model_name=model_name, inputs=warmup_inputs):
                 writer.write(record.SerializeToString())
         os.rename(staging, final)
     except BaseException:

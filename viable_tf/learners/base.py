@@ -33,6 +33,9 @@ class Learner(keras.layers.Layer, abc.ABC):
 
     #: Short method name used in results ("cavia", "maml", "simviable", "relviable").
     method_name: str = ""
+    #: Whether the adapted state is a task context phi [B, C] alone (CAVIA, VIABLE),
+    #: which a server can return and reuse; MAML adapts weights.
+    adapts_context: bool = False
 
     def __init__(
         self,
@@ -57,6 +60,11 @@ class Learner(keras.layers.Layer, abc.ABC):
         self.first_order = first_order
         self.task_loss_name = task_loss
         self.task_loss = get_task_loss(task_loss)  # L_T, per point
+
+    @property
+    def is_classifier(self) -> bool:
+        """Cross-entropy on N logits with integer labels, rather than regression."""
+        return self.task_loss_name == "cross_entropy"
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         """The learner's hyper-parameters, flat, for results and TensorBoard's HParams."""

@@ -16,6 +16,7 @@ class CAVIA(Learner):
     """CAVIA: the shared weights theta are meta-learned; phi [B, C] is adapted per task."""
 
     method_name = "cavia"
+    adapts_context = True
 
     def __init__(
         self,

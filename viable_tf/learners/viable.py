@@ -63,7 +63,7 @@ class VIABLE(CAVIA):
     def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
         """x [B, K, D], y [B, K, Y] (or int [B, K]), y_hat [B, K, Y] -> f [B, K, F]."""
         point_loss = self.task_loss(y_hat, y)  # [B, K]
-        if self.task_loss_name == "cross_entropy":
+        if self.is_classifier:
             y = tf.one_hot(y, self.output_dim, dtype=y_hat.dtype)  # [B, K, N]
         scale = self.input_scale
         parts = [y_hat / scale, y / scale] if scale != 1.0 else [y_hat, y]

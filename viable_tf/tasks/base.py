@@ -1,4 +1,11 @@
-"""The batch of few-shot tasks that every learner consumes.
+"""The batch of few-shot tasks every learner consumes, and the contract of a task family.
+
+A task family (sine regression, N-way K-shot episodes, ...) is everything the rest of
+the library needs to know of a source of tasks: how to sample a training batch, how
+it is validated and tested, what its hyper-parameters are, what inputs warm a served
+model up, and which TensorBoard figures it draws. The trainer, the evaluation, the
+export and the CLIs talk to this contract only; a new family implements it in its
+own module and touches no other.
 
 Shape legend (fixed project-wide): B tasks, K support points (padded), Q query
 points, D input dim, Y output dim.
@@ -6,8 +13,10 @@ points, D input dim, Y output dim.
 
 from __future__ import annotations
 
+import abc
 from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -28,3 +37,41 @@ class TaskBatch(NamedTuple):
     support_mask: tf.Tensor
     query_x: tf.Tensor
     query_y: tf.Tensor
+
+
+class TaskFamily(abc.ABC):
+    """A source of few-shot tasks (see the module docstring).
+
+    Attributes:
+      input_dim: D, the size of one input x.
+      output_dim: Y for regression, N (logits) for classification.
+    """
+
+    input_dim: int
+    output_dim: int
+
+    @abc.abstractmethod
+    def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
+        """B training tasks as a pure function of a stateless seed [2], in the graph."""
+
+    @abc.abstractmethod
+    def validation_evaluator(self):
+        """The meta-validation protocol (early stopping): an evaluator, called on a learner."""
+
+    @abc.abstractmethod
+    def test_evaluator(self, *, num_support: int | None = None):
+        """The test protocol at K = `num_support` (the family's own K by default)."""
+
+    @abc.abstractmethod
+    def hparams(self) -> dict[str, int | float | str]:
+        """The family's settings, flat, for results and TensorBoard's HParams."""
+
+    @abc.abstractmethod
+    def warmup_inputs(
+        self, rng: np.random.Generator, *, num_support: int, num_query: int
+    ) -> dict[str, np.ndarray]:
+        """One task's support_x [1, K, D], support_y and query_x [1, Q, D], values as
+        the family's tasks have them: requests that warm a served model up."""
+
+    def log_figures(self, learner, step: int) -> None:  # noqa: B027  (optional)
+        """TensorBoard figures of `learner` at meta-update `step`; none by default."""

@@ -23,12 +23,12 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.tasks.base import TaskBatch
+from viable_tf.tasks.base import TaskBatch, TaskFamily
 from viable_tf.tasks.episodes import EpisodeSampler
 
 
 @gin.configurable
-class FewShotEpisodes:
+class FewShotEpisodes(TaskFamily):
     """N-way K-shot episodes: training stream, validation and test samplers.
 
     Args:
@@ -85,9 +85,33 @@ class FewShotEpisodes:
             "num_queries": self.num_queries,
         }
 
-    def sample(self, seed: tf.Tensor, batch_size: int) -> tuple[TaskBatch, None]:
+    def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
         """B training episodes from `seed` [2] (the trainer's interface)."""
-        return self.train.sample_batch(seed, batch_size), None
+        return self.train.sample_batch(seed, batch_size)
+
+    def validation_evaluator(self):
+        from viable_tf.evaluation.classification import classification_validation_evaluator
+
+        return classification_validation_evaluator(self)
+
+    def test_evaluator(self, *, num_support: int | None = None):
+        from viable_tf.evaluation.classification import classification_test_evaluator
+
+        return classification_test_evaluator(self, num_shots=num_support)
+
+    def warmup_inputs(
+        self, rng: np.random.Generator, *, num_support: int, num_query: int
+    ) -> dict[str, np.ndarray]:
+        def embeddings(count):  # l2-normalised, as the episodes' features are
+            x = rng.normal(size=(1, count, self.input_dim)).astype(np.float32)
+            return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+        labels = (np.arange(num_support) % self.num_ways).astype(np.int32)[None]
+        return {
+            "support_x": embeddings(num_support),
+            "support_y": labels,
+            "query_x": embeddings(num_query),
+        }
 
 
 def check_class_disjoint(splits: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:

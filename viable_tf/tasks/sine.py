@@ -15,10 +15,11 @@ import math
 from typing import NamedTuple
 
 import gin
+import numpy as np
 import tensorflow as tf
 
 from viable_tf import ops
-from viable_tf.tasks.base import TaskBatch
+from viable_tf.tasks.base import TaskBatch, TaskFamily
 
 
 class SineParams(NamedTuple):
@@ -36,7 +37,7 @@ def sine_curve(params: SineParams, x: tf.Tensor) -> tf.Tensor:
 
 
 @gin.configurable
-class SineTasks:
+class SineTasks(TaskFamily):
     """Sampler of sine regression tasks with a per-task support size.
 
     Support sets are padded to `num_support` points with a boolean mask; each
@@ -85,7 +86,37 @@ class SineTasks:
         """K (the padded size when K varies) and the smallest K, for results and HParams."""
         return {"num_support": self.num_support, "min_support": self.min_support}
 
-    def sample(
+    def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
+        """B training tasks as a pure function of `seed` [2] (see `sample_tasks`)."""
+        return self.sample_tasks(seed, batch_size)[0]
+
+    def validation_evaluator(self):
+        from viable_tf.evaluation.sine import validation_evaluator
+
+        return validation_evaluator(self)
+
+    def test_evaluator(self, *, num_support: int | None = None):
+        from viable_tf.evaluation.sine import test_evaluator
+
+        return test_evaluator(self, num_support=num_support)
+
+    def warmup_inputs(
+        self, rng: np.random.Generator, *, num_support: int, num_query: int
+    ) -> dict[str, np.ndarray]:
+        amplitude, phase = rng.uniform(*self.amplitude_range), rng.uniform(*self.phase_range)
+        support_x = rng.uniform(*self.input_range, (1, num_support, 1)).astype(np.float32)
+        return {
+            "support_x": support_x,
+            "support_y": (amplitude * np.sin(support_x - phase)).astype(np.float32),
+            "query_x": rng.uniform(*self.input_range, (1, num_query, 1)).astype(np.float32),
+        }
+
+    def log_figures(self, learner, step: int) -> None:
+        from viable_tf.training import summaries
+
+        summaries.adapted_fits(learner, self, step)
+
+    def sample_tasks(
         self,
         seed: tf.Tensor,
         batch_size: int,
@@ -93,7 +124,7 @@ class SineTasks:
         num_support: int | None = None,
         query_x: tf.Tensor | None = None,
     ) -> tuple[TaskBatch, SineParams]:
-        """Draws `batch_size` tasks as a pure function of `seed`.
+        """Draws `batch_size` tasks as a pure function of `seed`, with their parameters.
 
         Args:
           seed: int [2], a stateless-RNG seed (see `seed_for`).

@@ -54,7 +54,7 @@ def figure_to_image(figure) -> tf.Tensor:
 def plot_adapted_fits(learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10):
     """Figure: for a few fixed tasks, the true curve, support points and fits."""
     grid = tasks.evaluation_grid(200)
-    batch, params = tasks.sample(
+    batch, params = tasks.sample_tasks(
         seed_for(FIGURE_SEED, num_support), num_tasks, num_support=num_support, query_x=grid
     )
     unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)

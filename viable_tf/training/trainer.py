@@ -35,7 +35,6 @@ from tqdm import tqdm
 from viable_tf.evaluation.protocols import validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
-from viable_tf.tasks.sine import SineTasks
 from viable_tf.training import summaries
 from viable_tf.training.distribute import is_chief, replica_slice
 
@@ -190,7 +189,7 @@ class Trainer:
     def _replica_gradients(self, seed: tf.Tensor):
         """This replica's share of the meta-batch: (loss, inner loss, gradients), weighted
         by its share of B so that summing over replicas gives the global mean's."""
-        batch, _ = self.tasks.sample(seed, self.meta_batch_size)  # the same tasks everywhere
+        batch = self.tasks.sample(seed, self.meta_batch_size)  # the same tasks everywhere
         start, end = replica_slice(self.meta_batch_size)
         batch = type(batch)(*(t[start:end] for t in batch))
         share = tf.cast(end - start, tf.float32) / self.meta_batch_size
@@ -332,9 +331,8 @@ class Trainer:
             self.evals_since_best.assign_add(1)
             if self.patience is not None and int(self.evals_since_best.numpy()) >= self.patience:
                 self.stopped_early.assign(True)
-        sine = isinstance(self.tasks, SineTasks)
-        if self.chief and sine and self.figure_every and step % self.figure_every == 0:
-            summaries.adapted_fits(self.learner, self.tasks, step)
+        if self.chief and self.figure_every and step % self.figure_every == 0:
+            self.tasks.log_figures(self.learner, step)
         self.manager.save(checkpoint_number=step)
         return result.mean
 
