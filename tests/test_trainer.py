@@ -151,3 +151,41 @@ def test_learning_rate_schedule_is_staircase_decay():
     trainer = _trainer("/tmp/unused-viable-schedule")
     rates = [float(trainer.lr_schedule(step)) for step in (0, 4999, 5000, 10000)]
     np.testing.assert_allclose(rates, [1e-3, 1e-3, 9e-4, 8.1e-4], rtol=1e-6)
+
+
+def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeypatch):
+    from viable_tf.config import parse
+    from viable_tf.training import experiment, run_dir
+
+    parse(
+        ["sine/simviable.gin"],
+        [
+            "NUM_STEPS=100",
+            "Trainer.eval_every=50",
+            "Trainer.show_progress=False",
+            "test_evaluator.num_tasks=20",
+            "CONTEXT_DIM=3",
+            "SEED=4",
+        ],
+    )
+    record = experiment.train_and_evaluate(str(tmp_path))
+    best = checkpoint_values(tf.train.latest_checkpoint(str(tmp_path / "best")))
+
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("load_run must not build a Trainer")
+
+    monkeypatch.setattr(Trainer, "__init__", no_trainer)
+    run = run_dir.load_run(str(tmp_path))
+    assert run.learner.method_name == "simviable" and run.learner.context_dim == 3
+    assert isinstance(run.tasks, SineTasks) and run.checkpoint_step == record["checkpoint_step"]
+    assert run.trainer_settings == {"seed": 4, "num_steps": 100, "meta_batch_size": 25}
+    restored = {name: value for name, value in best.items() if name.startswith("learner/")}
+    assert restored
+    weights = {v.numpy().tobytes() for v in run.learner.weights}
+    assert all(value.tobytes() in weights for value in restored.values())
+    again = experiment.evaluate_loaded(run)
+    assert {k: again[k] for k in ("mean", "ci95", "checkpoint_step", "steps_trained", "seed")} == {
+        k: record[k] for k in ("mean", "ci95", "checkpoint_step", "steps_trained", "seed")
+    }
+    with pytest.raises(FileNotFoundError, match="is not a trained run"):
+        run_dir.load_run(str(tmp_path / "nothing"))

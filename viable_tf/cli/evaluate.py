@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from viable_tf.cli.common import UsageError, run_main
 from viable_tf.logs import add_verbosity_flag
@@ -39,12 +38,13 @@ def _main() -> int:
             ) from None
         if any(k < 0 for k in shots):
             raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
-    from viable_tf.training.experiment import evaluate_run, load_run, write_json
+    from viable_tf.training.experiment import evaluate_loaded, write_json
+    from viable_tf.training.run_dir import load_run
 
-    trainer, checkpoint_step = load_run(args.model_dir, tuple(args.gin_param))
+    run = load_run(args.model_dir, tuple(args.gin_param))
     for k in shots:
-        record = evaluate_run(trainer, checkpoint_step=checkpoint_step, num_support=k)
-        write_json(record, os.path.join(args.model_dir, f"eval_k{record['num_support']}.json"))
+        record = evaluate_loaded(run, num_support=k)
+        write_json(record, run.run_dir.evaluation(record["num_support"]))
         print(json.dumps(record, indent=2))
     return 0
 

@@ -10,7 +10,6 @@ the method and its evaluation result (viable_model.json) and warm-up requests.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 from viable_tf.cli.common import UsageError, run_main
@@ -35,26 +34,22 @@ def _main() -> int:
     if args.version is not None and os.path.exists(target):
         raise UsageError(f"{target} exists; pick another --version or omit it for the next one")
     from viable_tf.export import export_saved_model
-    from viable_tf.training.experiment import load_run
+    from viable_tf.training.run_dir import load_run
 
-    trainer, checkpoint_step = load_run(args.model_dir)
-    results_path = os.path.join(args.model_dir, "results.json")
-    results = {}
-    if os.path.exists(results_path):
-        with open(results_path) as f:
-            results = json.load(f)
-    with open(os.path.join(args.model_dir, "operative_config.gin")) as f:
+    run = load_run(args.model_dir)
+    results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
+    with open(run.run_dir.operative_config) as f:
         config = f.read()
     path = export_saved_model(
-        trainer.learner,
+        run.learner,
         args.export_base,
         version=args.version,
         operative_config=config,
-        metadata={"evaluation": results, "checkpoint_step": checkpoint_step},
+        metadata={"evaluation": results, "checkpoint_step": run.checkpoint_step},
         model_name=args.model_name,
-        warmup_inputs=trainer.tasks.warmup_inputs,
+        warmup_inputs=run.tasks.warmup_inputs,
     )
-    print(f"exported {trainer.learner.method_name} to {path}")
+    print(f"exported {run.learner.method_name} to {path}")
     print(
         f"serve it: .venv/bin/viable-serve --model_name={args.model_name} "
         f"--model_base_path={os.path.abspath(args.export_base)}"

@@ -128,29 +128,29 @@ def export(work_dir: str, run: str) -> str:
     """Stage 4 for one run: the model with the frozen encoder, as a served version."""
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
-    from viable_tf.training.experiment import load_run
+    from viable_tf.training.run_dir import load_run
 
     base = os.path.join(work_dir, "export", run)
     if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
         return base
     model_dir = os.path.join(work_dir, "runs", run)
     features = os.path.join(work_dir, "features")
-    trainer, step = load_run(model_dir, (f"DATA_DIR={features!r}",))
-    with open(os.path.join(model_dir, "operative_config.gin")) as f:
+    run = load_run(model_dir, (f"DATA_DIR={features!r}",))
+    with open(run.run_dir.operative_config) as f:
         config = f.read()
     return export_saved_model(
-        trainer.learner,
+        run.learner,
         base,
         operative_config=config,
         metadata={
-            "evaluation": _load(os.path.join(model_dir, "results.json")),
-            "checkpoint_step": step,
+            "evaluation": run.run_dir.read_results(),
+            "checkpoint_step": run.checkpoint_step,
             "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
         },
         model_name=run,
         featurizer=_frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(_warmup_images, num_ways=trainer.tasks.num_ways),
+        warmup_inputs=functools.partial(_warmup_images, num_ways=run.tasks.num_ways),
     )
 
 

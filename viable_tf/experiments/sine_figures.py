@@ -14,7 +14,7 @@ from viable_tf.evaluation.sine import test_evaluator
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.ops import seed_for
 from viable_tf.tasks.sine import sine_curve
-from viable_tf.training.experiment import load_run
+from viable_tf.training.run_dir import load_run
 
 FIGURE_TASK_SEED = 4
 FIT_COLORS = ("tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
@@ -28,12 +28,12 @@ def adapted_from_four_points(model_dirs: dict[str, str], *, path: str, num_tasks
     """
     fits = {}
     for label, model_dir in model_dirs.items():
-        trainer, _ = load_run(model_dir)
-        grid = trainer.tasks.evaluation_grid(200)
-        batch, params = trainer.tasks.sample_tasks(
+        run = load_run(model_dir)
+        grid = run.tasks.evaluation_grid(200)
+        batch, params = run.tasks.sample_tasks(
             seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=4, query_x=grid
         )  # the same tasks for both: the seed alone fixes them
-        learner = trainer.learner
+        learner = run.learner
         state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
         fits[label] = learner.predict(state, batch.query_x).numpy()[..., 0]  # [B, Q]
         gin.clear_config()
@@ -77,10 +77,10 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
     the inner update, per method. Returns the numbers plotted."""
     numbers = {}
     for method, model_dir in model_dirs.items():
-        trainer, _ = load_run(model_dir)
-        evaluator = test_evaluator(trainer.tasks)
+        run = load_run(model_dir)
+        evaluator = test_evaluator(run.tasks)
         num_tasks = evaluator.num_tasks
-        losses = tf.function(lambda batch, learner=trainer.learner: _support_losses(learner, batch))
+        losses = tf.function(lambda batch, learner=run.learner: _support_losses(learner, batch))
         parts = [[], [], [], []]
         for index, start in enumerate(range(0, evaluator.num_tasks, evaluator.batch_size)):
             size = min(evaluator.batch_size, evaluator.num_tasks - start)

@@ -6,17 +6,27 @@ import json
 import os
 import time
 
-import gin
-
 from viable_tf.evaluation.protocols import test_protocol
 from viable_tf.evaluation.sine import Evaluation
+from viable_tf.learners.base import Learner
+from viable_tf.tasks.base import TaskFamily
 from viable_tf.training import summaries
+from viable_tf.training.run_dir import LoadedRun, RunDir
 from viable_tf.training.trainer import Trainer
 
 
-def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> dict:
-    """The JSON record of one evaluation of a trained run."""
-    learner = trainer.learner
+def results_dict(
+    learner: Learner,
+    tasks: TaskFamily,
+    evaluation: Evaluation,
+    *,
+    checkpoint_step: int,
+    best_validation: float,
+    steps_trained: int,
+    settings: dict,
+) -> dict:
+    """The JSON record of one evaluation of a trained run; `settings` holds the trainer's
+    seed, num_steps and meta_batch_size."""
     return {
         "method": learner.method_name,
         "metric": evaluation.metric,
@@ -25,56 +35,51 @@ def results_dict(trainer: Trainer, evaluation: Evaluation, best_step: int) -> di
         "num_tasks": evaluation.num_tasks,
         "num_support": evaluation.num_support,
         "context_dim": getattr(learner, "context_dim", 0),
-        "checkpoint_step": best_step,
-        f"best_validation_{evaluation.metric}": float(trainer.best_val.numpy()),
-        "steps_trained": int(trainer.step.numpy()),
-        "seed": trainer.seed,
+        "checkpoint_step": checkpoint_step,
+        f"best_validation_{evaluation.metric}": best_validation,
+        "steps_trained": steps_trained,
+        "seed": settings["seed"],
         "inner_loss_pre": float(evaluation.inner_loss_pre.mean()),
         "inner_loss_post": float(evaluation.inner_loss_post.mean()),
-        "hparams": run_hparams(trainer),
+        "hparams": {**learner.hparams(), **tasks.hparams(), **settings},
     }
 
 
-def run_hparams(trainer: Trainer) -> dict:
-    """Everything that names a run's setting: learner, task family, seed and length."""
+def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
+    """The test record of the weights loaded in a trainer that just trained."""
+    evaluation = test_protocol(trainer.tasks)(trainer.learner)
+    return results_dict(
+        trainer.learner,
+        trainer.tasks,
+        evaluation,
+        checkpoint_step=checkpoint_step,
+        best_validation=float(trainer.best_val.numpy()),
+        steps_trained=int(trainer.step.numpy()),
+        settings=_settings(trainer),
+    )
+
+
+def evaluate_loaded(run: LoadedRun, *, num_support: int | None = None) -> dict:
+    """The test record of a run restored by `load_run`, at K = `num_support`."""
+    evaluation = test_protocol(run.tasks, num_support=num_support)(run.learner)
+    state = run.run_dir.training_state()
+    return results_dict(
+        run.learner,
+        run.tasks,
+        evaluation,
+        checkpoint_step=run.checkpoint_step,
+        best_validation=state.get("best_val", float("nan")),
+        steps_trained=state.get("step", run.checkpoint_step),
+        settings={"seed": 0, **run.trainer_settings},
+    )
+
+
+def _settings(trainer: Trainer) -> dict:
     return {
-        **trainer.learner.hparams(),
-        **trainer.tasks.hparams(),
         "seed": trainer.seed,
         "num_steps": trainer.num_steps,
         "meta_batch_size": trainer.meta_batch_size,
     }
-
-
-def evaluate_run(trainer: Trainer, *, checkpoint_step: int, num_support: int | None = None) -> dict:
-    """Evaluates the weights loaded in `trainer` (from `checkpoint_step`) on the test tasks."""
-    evaluation = test_protocol(trainer.tasks, num_support=num_support)(trainer.learner)
-    return results_dict(trainer, evaluation, checkpoint_step)
-
-
-def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> tuple[Trainer, int]:
-    """Rebuilds a trained run from its operative config, with its best weights loaded;
-    returns the trainer and the step those weights are from.
-
-    Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is
-    not a run written by viable-train or holds no checkpoint.
-    """
-    from viable_tf.config import parse
-
-    config = os.path.join(model_dir, "operative_config.gin")
-    if not os.path.isfile(config):
-        raise FileNotFoundError(
-            f"{model_dir} is not a trained run: expected {config}, written by viable-train"
-        )
-    parse([config], gin_params)
-    trainer = Trainer(model_dir=model_dir, show_progress=False)
-    if not (trainer.best_manager.latest_checkpoint or trainer.manager.latest_checkpoint):
-        raise FileNotFoundError(
-            f"no checkpoint in {model_dir}: expected {model_dir}/best/ or "
-            f"{model_dir}/checkpoints/, written by viable-train"
-        )
-    trainer.restore()  # step, best validation result, ...
-    return trainer, trainer.restore_best()
 
 
 def write_json(record: dict, path: str) -> None:
@@ -89,16 +94,17 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     Returns the results, or None on a worker that is not the chief: it stops after
     training, since only the chief's checkpoints exist (and evaluation needs no peer).
     """
+    run = RunDir(model_dir)
     os.makedirs(model_dir, exist_ok=True)
     trainer = Trainer(model_dir=model_dir)
     start = time.perf_counter()
     trainer.train()
     if not trainer.chief:
         return None
-    record = evaluate_run(trainer, checkpoint_step=trainer.restore_best())
+    record = evaluate_trained(trainer, checkpoint_step=trainer.restore_best())
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
     record["replicas"] = trainer.strategy.num_replicas_in_sync
-    write_json(record, os.path.join(model_dir, "results.json"))
+    write_json(record, run.results)
     metric = record["metric"]
     summaries.hparams_session(
         model_dir,
@@ -111,6 +117,5 @@ def train_and_evaluate(model_dir: str) -> dict | None:
         step=record["steps_trained"],
     )
     # The evaluation's configurables are now bound too: record the full config.
-    with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
-        f.write(gin.operative_config_str())
+    summaries.write_operative_config(run)
     return record

@@ -15,16 +15,24 @@ import tensorflow as tf
 
 from viable_tf.ops import seed_for
 from viable_tf.tasks.sine import SineTasks, sine_curve
+from viable_tf.training.run_dir import RunDir
 
 FIGURE_SEED = 20190303
 
 
-def operative_config(model_dir: str, step: int) -> str:
-    """Writes gin's operative config to `model_dir/operative_config.gin` and TensorBoard."""
+def write_operative_config(run: RunDir) -> str:
+    """Writes gin's operative config (every binding used so far) to the run's file; the
+    one place that writes it."""
     config = gin.operative_config_str()
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "operative_config.gin"), "w") as f:
+    os.makedirs(run.path, exist_ok=True)
+    with open(run.operative_config, "w") as f:
         f.write(config)
+    return config
+
+
+def operative_config(model_dir: str, step: int) -> str:
+    """Writes the operative config (`write_operative_config`) and shows it in TensorBoard."""
+    config = write_operative_config(RunDir(model_dir))
     # Markdown: indent by four spaces so TensorBoard shows it as a code block.
     tf.summary.text("operative_config", "    " + config.replace("\n", "\n    "), step=step)
     return config

@@ -6,7 +6,7 @@ meta-update t are drawn from the stateless seed (seed, t): a run killed at any
 point and restarted resumes from its last checkpoint and ends in exactly the
 state of an uninterrupted run.
 
-Layout of a model directory D:
+It writes, in a model directory D (see run_dir.RunDir for every file):
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
   D/best/          weights with the best meta-validation result so far (MSE or accuracy)
   D/events*        TensorBoard summaries
@@ -37,6 +37,7 @@ from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.training import summaries
 from viable_tf.training.distribute import is_chief, replica_slice
+from viable_tf.training.run_dir import RunDir
 
 
 class NonFiniteLossError(RuntimeError):
@@ -169,14 +170,16 @@ class Trainer:
         )
         # Non-chief workers save too (tf.distribute needs every worker to), but into a
         # temporary folder that is dropped; everyone restores from the chief's.
+        self.run_dir = RunDir(model_dir)
         write_dir = model_dir if self.chief else tempfile.mkdtemp(prefix="viable-worker-")
         self._scratch = None if self.chief else write_dir
+        writes = RunDir(write_dir)
         self.manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(write_dir, "checkpoints"), max_to_keep=keep_checkpoints
+            checkpoint, writes.checkpoints, max_to_keep=keep_checkpoints
         )
         self.best_manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(learner=self.learner, step=self.step),
-            os.path.join(write_dir, "best"),
+            writes.best,
             max_to_keep=1,
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
@@ -242,7 +245,7 @@ class Trainer:
 
     def restore(self) -> int:
         """Restores the chief's latest checkpoint, if any; returns the step it is at."""
-        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         if latest:
             self.manager.checkpoint.restore(latest).assert_consumed()
         return int(self.step.numpy())
@@ -309,7 +312,7 @@ class Trainer:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _worker_lost_message(self, step: int, error: Exception) -> str:
-        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         where = f"the last checkpoint is {latest}" if latest else "no checkpoint was written yet"
         return (
             f"lost contact with another worker after meta-update {step} (the collective "
@@ -337,7 +340,7 @@ class Trainer:
         return result.mean
 
     def _non_finite_message(self, bad_step: int) -> str:
-        latest = tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         kept = f"the last good checkpoint {latest} is kept" if latest else "no checkpoint yet"
         return (
             f"meta-loss is not finite (NaN or inf) at meta-update {bad_step}; training "
@@ -349,7 +352,7 @@ class Trainer:
         """Loads the best weights (falling back to the latest); returns their step."""
         path = tf.train.latest_checkpoint(
             os.path.join(self.model_dir, "best")
-        ) or tf.train.latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
+        ) or tf.train.latest_checkpoint(self.run_dir.checkpoints)
         if path is None:
             raise FileNotFoundError(
                 f"no checkpoint in {self.model_dir}: expected {self.model_dir}/best or "

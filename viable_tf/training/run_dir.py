@@ -1,0 +1,127 @@
+"""A model directory written by viable-train, every file of it by name, and loading a
+trained run from it without building a trainer.
+
+    D/operative_config.gin   every gin binding the run used (written by the main job)
+    D/results.json           the test result of the best checkpoint, with hyper-parameters
+    D/eval_k<K>.json         viable-eval's result at K support points
+    D/checkpoints/           latest training state (weights, optimizer, step, early stopping)
+    D/best/                  the weights with the best meta-validation result
+    D/log.txt                a driver's log of the run (viable-sine-paper, viable-omniglot)
+    D/events.out.tfevents.*  TensorBoard summaries
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import gin
+import tensorflow as tf
+
+from viable_tf.learners.base import Learner
+from viable_tf.tasks.base import TaskFamily
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one model directory."""
+
+    path: str
+
+    @property
+    def operative_config(self) -> str:
+        return os.path.join(self.path, "operative_config.gin")
+
+    @property
+    def results(self) -> str:
+        return os.path.join(self.path, "results.json")
+
+    @property
+    def checkpoints(self) -> str:
+        return os.path.join(self.path, "checkpoints")
+
+    @property
+    def best(self) -> str:
+        return os.path.join(self.path, "best")
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.path, "log.txt")
+
+    def evaluation(self, num_support: int) -> str:
+        """viable-eval's result at K = `num_support`."""
+        return os.path.join(self.path, f"eval_k{num_support}.json")
+
+    def read_results(self) -> dict:
+        with open(self.results) as f:
+            return json.load(f)
+
+    def best_checkpoint(self) -> str | None:
+        """The best weights' checkpoint, falling back to the latest state's (None: none)."""
+        return tf.train.latest_checkpoint(self.best) or tf.train.latest_checkpoint(self.checkpoints)
+
+    def training_state(self) -> dict[str, float | int]:
+        """Step and early-stopping state of the latest checkpoint ({} if there is none)."""
+        latest = tf.train.latest_checkpoint(self.checkpoints)
+        if latest is None:
+            return {}
+        reader = tf.train.load_checkpoint(latest)
+        value = "{}/.ATTRIBUTES/VARIABLE_VALUE".format
+        return {
+            "step": int(reader.get_tensor(value("step"))),
+            "best_val": float(reader.get_tensor(value("best_val"))),
+        }
+
+
+class LoadedRun(NamedTuple):
+    """A trained run, restored: the learner with its best weights and its task family."""
+
+    learner: Learner
+    tasks: TaskFamily
+    checkpoint_step: int
+    run_dir: RunDir
+    trainer_settings: dict  # Trainer's seed, num_steps, meta_batch_size as bound
+
+
+def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
+    """Restores a trained run from its operative config and best checkpoint (no trainer,
+    optimizer or strategy is built). `gin_params` override bindings (e.g. DATA_DIR).
+
+    Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
+    run written by viable-train or holds no checkpoint.
+    """
+    from viable_tf.config import parse
+
+    run = RunDir(model_dir)
+    if not os.path.isfile(run.operative_config):
+        raise FileNotFoundError(
+            f"{model_dir} is not a trained run: expected {run.operative_config}, "
+            "written by viable-train"
+        )
+    path = run.best_checkpoint()
+    if path is None:
+        raise FileNotFoundError(
+            f"no checkpoint in {model_dir}: expected {run.best}/ or {run.checkpoints}/, "
+            "written by viable-train"
+        )
+    parse([run.operative_config], gin_params)
+    bindings = gin.get_bindings("Trainer", resolve_references=False)
+    tasks = _evaluate(bindings["tasks"])
+    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+    tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+    settings = {
+        name: _evaluate(bindings[name])
+        for name in ("seed", "num_steps", "meta_batch_size")
+        if name in bindings
+    }
+    return LoadedRun(learner, tasks, int(path.rsplit("-", 1)[-1]), run, settings)
+
+
+def _evaluate(reference):
+    """A gin reference as bound: `@F()` called, `@F` the callable itself."""
+    if isinstance(reference, gin.config.ConfigurableReference):
+        function = reference.scoped_configurable_fn
+        return function() if reference.evaluate else function
+    return reference
