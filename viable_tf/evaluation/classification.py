@@ -11,18 +11,20 @@ Shape legend: B episodes, P points (N*K or N*V), N way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import gin
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.evaluation.sine import TEST_SEED, VALIDATION_SEED, Evaluation, score_batch
-from viable_tf.evaluation.statistics import mean_confidence_interval
+from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluation, Evaluator
 from viable_tf.learners.base import Learner
+from viable_tf.tasks.base import TaskBatch
 from viable_tf.tasks.classification import FewShotEpisodes
 from viable_tf.tasks.episodes import EpisodeSampler
 
 
-class ClassificationEvaluator:
+class ClassificationEvaluator(Evaluator):
     """Scores a learner on `num_episodes` fixed episodes of a sampler, B at a time."""
 
     metric = "accuracy"
@@ -31,44 +33,21 @@ class ClassificationEvaluator:
     def __init__(
         self, sampler: EpisodeSampler, *, num_episodes: int, seed: int, batch_size: int = 50
     ) -> None:
+        super().__init__()
         if num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
         self.sampler = sampler
-        self.num_episodes = num_episodes
+        self.num_episodes = self.num_tasks = num_episodes
         self.num_support = sampler.num_shots  # K per class
         self.dataset = sampler.dataset(
             min(batch_size, num_episodes), seed, num_episodes=num_episodes
         )
-        self._learner: Learner | None = None
-        self._score_batch = None
 
-    def __call__(self, learner: Learner) -> Evaluation:
-        if learner is not self._learner:  # trace once per learner, not per call
-            self._learner = learner
-            self._score_batch = tf.function(
-                lambda batch: score_batch(learner, batch, query_accuracy), reduce_retracing=True
-            )
-        accuracy, pre, post = [], [], []
-        for batch in self.dataset:
-            scores = self._score_batch(batch)
-            for values, out in zip(scores, (accuracy, pre, post), strict=True):
-                out.append(values.numpy())
-        return self.evaluation(np.concatenate(accuracy), np.concatenate(pre), np.concatenate(post))
+    def batches(self) -> Iterable[TaskBatch]:
+        return self.dataset
 
-    def evaluation(self, per_task: np.ndarray, pre: np.ndarray, post: np.ndarray) -> Evaluation:
-        """Per-episode accuracies (and inner losses) summarised with their 95% CI."""
-        summary = mean_confidence_interval(per_task)
-        return Evaluation(
-            mean=summary.mean,
-            ci95=summary.ci95,
-            num_tasks=self.num_episodes,
-            num_support=self.num_support,
-            per_task=per_task,
-            inner_loss_pre=pre,
-            inner_loss_post=post,
-            metric=self.metric,
-            higher_is_better=self.higher_is_better,
-        )
+    def score(self, learner: Learner, state, batch: TaskBatch) -> tf.Tensor:
+        return query_accuracy(learner, state, batch)
 
 
 def nearest_mean_accuracy(evaluator: ClassificationEvaluator) -> Evaluation:

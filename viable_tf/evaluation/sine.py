@@ -9,35 +9,17 @@ Shape legend: B tasks, K support, Q grid points.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterator
 
 import gin
-import numpy as np
-import tensorflow as tf
 
-from viable_tf.evaluation.statistics import mean_confidence_interval
-from viable_tf.learners.base import Learner
+from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluator
 from viable_tf.ops import seed_for
+from viable_tf.tasks.base import TaskBatch
 from viable_tf.tasks.sine import SineTasks
 
-#: Seeds of the fixed task sets; never the training seed's stream.
-TEST_SEED = 20190101
-VALIDATION_SEED = 20190202
 
-
-class Evaluation(NamedTuple):
-    mean: float
-    ci95: float
-    num_tasks: int
-    num_support: int | None  # None: K drawn per task as in training
-    per_task: np.ndarray  # [num_tasks] MSE
-    inner_loss_pre: np.ndarray  # [num_tasks], inner loss before the first step
-    inner_loss_post: np.ndarray  # [num_tasks], inner loss after the last step
-    metric: str = "mse"
-    higher_is_better: bool = False
-
-
-class SineEvaluator:
+class SineEvaluator(Evaluator):
     """Scores a learner on a fixed set of sine tasks, in batches of `batch_size`."""
 
     metric = "mse"
@@ -53,6 +35,7 @@ class SineEvaluator:
         num_grid_points: int = 100,
         batch_size: int = 100,
     ) -> None:
+        super().__init__()
         if num_tasks < 1:
             raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
         if num_support is not None and num_support < 0:
@@ -64,51 +47,16 @@ class SineEvaluator:
         self.batch_size = min(batch_size, num_tasks)
         self.grid = tasks.evaluation_grid(num_grid_points)  # [Q]
         self._stream = 0 if num_support is None else num_support + 1
-        self._learner: Learner | None = None
-        self._score_batch = None
 
     def batch(self, index: int, size: int):
-        """Batch `index` of the task set: drawn from (seed, K, index) alone."""
+        """Batch `index` of the task set, with the tasks' parameters: drawn from
+        (seed, K, index) alone."""
         seed = seed_for(self.seed, self._stream * 1_000_000 + index)
         return self.tasks.sample_tasks(seed, size, num_support=self.num_support, query_x=self.grid)
 
-    def __call__(self, learner: Learner) -> Evaluation:
-        if learner is not self._learner:  # trace once per learner, not per call
-            self._learner = learner
-            self._score_batch = tf.function(
-                lambda batch: score_batch(learner, batch), reduce_retracing=True
-            )
-        scores, pre, post = [], [], []
+    def batches(self) -> Iterator[TaskBatch]:
         for index, start in enumerate(range(0, self.num_tasks, self.batch_size)):
-            size = min(self.batch_size, self.num_tasks - start)
-            batch, _ = self.batch(index, size)
-            mse, loss_pre, loss_post = self._score_batch(batch)
-            scores.append(mse.numpy())
-            pre.append(loss_pre.numpy())
-            post.append(loss_post.numpy())
-        per_task = np.concatenate(scores)
-        summary = mean_confidence_interval(per_task)
-        return Evaluation(
-            mean=summary.mean,
-            ci95=summary.ci95,
-            num_tasks=self.num_tasks,
-            num_support=self.num_support,
-            per_task=per_task,
-            inner_loss_pre=np.concatenate(pre),
-            inner_loss_post=np.concatenate(post),
-        )
-
-
-def score_batch(learner: Learner, batch, metric=None):
-    """A metric per task [B] (default: the query loss, MSE for sine), and the inner loss
-    before and after adaptation [B]; `metric(learner, state, batch)` -> [B]."""
-    state, inner_losses = learner.adapt(
-        batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
-    )
-    score = learner.query_loss(batch, state) if metric is None else metric(learner, state, batch)
-    post = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
-    pre = inner_losses[0] if learner.num_inner_steps else post
-    return score, pre, post
+            yield self.batch(index, min(self.batch_size, self.num_tasks - start))[0]
 
 
 @gin.configurable

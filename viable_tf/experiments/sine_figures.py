@@ -82,9 +82,8 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
         num_tasks = evaluator.num_tasks
         losses = tf.function(lambda batch, learner=run.learner: _support_losses(learner, batch))
         parts = [[], [], [], []]
-        for index, start in enumerate(range(0, evaluator.num_tasks, evaluator.batch_size)):
-            size = min(evaluator.batch_size, evaluator.num_tasks - start)
-            for part, value in zip(parts, losses(evaluator.batch(index, size)[0]), strict=True):
+        for batch in evaluator.batches():  # the test tasks, as the evaluation sees them
+            for part, value in zip(parts, losses(batch), strict=True):
                 part.append(value.numpy())
         names = ("inner_loss_pre", "inner_loss_post", "support_mse_pre", "support_mse_post")
         numbers[method] = {

@@ -6,8 +6,8 @@ import json
 import os
 import time
 
+from viable_tf.evaluation.core import Evaluation
 from viable_tf.evaluation.protocols import test_protocol
-from viable_tf.evaluation.sine import Evaluation
 from viable_tf.learners.base import Learner
 from viable_tf.tasks.base import TaskFamily
 from viable_tf.training import summaries
