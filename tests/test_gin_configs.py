@@ -89,3 +89,10 @@ def test_keras_init_is_one_macro_away(tmp_path, monkeypatch):
     trainer = Trainer(model_dir=str(tmp_path))
     assert trainer.learner.network.init == trainer.learner.loss_network.init == "keras"
     assert not any(v.numpy().any() for v in trainer.learner.variables if "bias" in v.path)
+
+
+def test_a_learner_whose_task_loss_does_not_fit_the_tasks_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    parse_gin(["gin/sine/cavia.gin"], ["CAVIA.task_loss='cross_entropy'"])
+    with pytest.raises(ValueError, match=r"does not fit SineTasks.*CAVIA.task_loss = 'mse'"):
+        Trainer(model_dir=str(tmp_path))

@@ -73,3 +73,47 @@ def test_miniature_reproduction_end_to_end(tmp_path):
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     assert again.returncode == 0
     assert json.loads((work / "summary.json").read_text())["a_context"] == summary["a_context"]
+
+
+def test_reference_lines_set_a_run_beside_the_reproduction():
+    table = {
+        "setting": {"context_dim": 5, "num_support": 10, "num_steps": 50_000},
+        "rows": {
+            "cavia": {"label": "CAVIA", "mean": 0.2, "ci95": 0.02, "seed_means": [0.2, 0.21]},
+            "simviable_tanh": {
+                "label": "simVIABLE (tanh)",
+                "mean": 0.1,
+                "ci95": 0.01,
+                "seed_means": [0.1, 0.1],
+            },
+            "relviable_tanh": {
+                "label": "relVIABLE (tanh)",
+                "mean": 0.03,
+                "ci95": 0.003,
+                "seed_means": [0.03, 0.031],
+            },
+        },
+    }
+    hparams = {
+        "method": "relviable",
+        "activation": "tanh",
+        "context_dim": 5,
+        "num_support": 10,
+        "min_support": 10,
+    }
+    lines = sine_paper.reference_lines({"metric": "mse", "hparams": hparams}, table)
+    assert "50,000 meta-updates" in lines[0]
+    assert lines[1].split() == ["CAVIA", "0.200", "+-", "0.020", "(seeds:", "0.200,", "0.210)"]
+    assert lines[2].endswith("<- this method") and "relVIABLE (tanh)" in lines[2]
+    assert len(lines) == 3  # CAVIA and relVIABLE only
+    for other in ({"context_dim": 3}, {"min_support": 0, "num_support": 20}):
+        record = {"metric": "mse", "hparams": {**hparams, **other}}
+        assert sine_paper.reference_lines(record, table) == []
+    assert sine_paper.reference_lines({"metric": "accuracy", "hparams": hparams}, table) == []
+
+
+def test_the_package_ships_the_reproductions_reference():
+    table = sine_paper.shipped_reference()
+    assert table is not None, "viable_tf/experiments/sine_reference.json is missing"
+    assert table["setting"] == {"context_dim": 5, "num_support": 10, "num_steps": 50_000}
+    assert {"cavia", "relviable_relu", "relviable_tanh"} <= set(table["rows"])

@@ -154,8 +154,9 @@ def test_learning_rate_schedule_is_staircase_decay():
 
 
 def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeypatch):
+    from viable_tf import run_dir
     from viable_tf.config import parse
-    from viable_tf.training import experiment, run_dir
+    from viable_tf.training import experiment
 
     parse(
         ["sine/simviable.gin"],

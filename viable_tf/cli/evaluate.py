@@ -38,8 +38,8 @@ def _main() -> int:
             ) from None
         if any(k < 0 for k in shots):
             raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
+    from viable_tf.run_dir import load_run
     from viable_tf.training.experiment import evaluate_loaded, write_json
-    from viable_tf.training.run_dir import load_run
 
     run = load_run(args.model_dir, tuple(args.gin_param))
     for k in shots:

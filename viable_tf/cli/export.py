@@ -34,7 +34,7 @@ def _main() -> int:
     if args.version is not None and os.path.exists(target):
         raise UsageError(f"{target} exists; pick another --version or omit it for the next one")
     from viable_tf.export import export_saved_model
-    from viable_tf.training.run_dir import load_run
+    from viable_tf.run_dir import load_run
 
     run = load_run(args.model_dir)
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}

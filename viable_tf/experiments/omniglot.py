@@ -28,6 +28,7 @@ import time
 
 from viable_tf.cli.common import UsageError, module_command, run_main
 from viable_tf.logs import add_verbosity_flag
+from viable_tf.run_dir import RunDir
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = "omniglot"  # the shipped configs' folder (viable_tf.config)
@@ -87,7 +88,7 @@ def _subprocess(command: list[str], log_path: str) -> None:
 def train(work_dir: str, run: str, params: list[str]) -> None:
     """Stage 2 for one run (skipped if done); its time is in its results.json."""
     model_dir = os.path.join(work_dir, "runs", run)
-    if os.path.exists(os.path.join(model_dir, "results.json")):
+    if os.path.exists(RunDir(model_dir).results):
         return
     os.makedirs(model_dir, exist_ok=True)
     features = os.path.join(work_dir, "features")
@@ -99,13 +100,14 @@ def train(work_dir: str, run: str, params: list[str]) -> None:
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={model_dir}",
     ]
-    _subprocess(command, os.path.join(model_dir, "log.txt"))
+    _subprocess(command, RunDir(model_dir).log)
 
 
 def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
     """Stage 3 for one 5-shot run: test at every K in `shots` (skipped where done)."""
     model_dir = os.path.join(work_dir, "runs", run)
-    missing = [k for k in shots if not os.path.exists(os.path.join(model_dir, f"eval_k{k}.json"))]
+    run_dir = RunDir(model_dir)
+    missing = [k for k in shots if not os.path.exists(run_dir.evaluation(k))]
     if missing:
         command = [
             *module_command("viable_tf.cli.evaluate"),
@@ -113,7 +115,7 @@ def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
             f"--num_support={','.join(map(str, missing))}",
             f"--gin_param=DATA_DIR={os.path.join(work_dir, 'features')!r}",
         ]
-        _subprocess(command, os.path.join(model_dir, "log.txt"))
+        _subprocess(command, RunDir(model_dir).log)
 
 
 @functools.cache
@@ -128,7 +130,7 @@ def export(work_dir: str, run: str) -> str:
     """Stage 4 for one run: the model with the frozen encoder, as a served version."""
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
-    from viable_tf.training.run_dir import load_run
+    from viable_tf.run_dir import load_run
 
     base = os.path.join(work_dir, "export", run)
     if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
@@ -297,11 +299,11 @@ def _main() -> int:
     for run in tqdm(runs, unit="run", desc="omniglot"):
         train(args.work_dir, run, params)
         model_dir = os.path.join(args.work_dir, "runs", run)
-        record = _load(os.path.join(model_dir, "results.json"))
+        record = RunDir(model_dir).read_results()
         if run.endswith("_5way5shot") and not args.no_sweep:
             sweep(args.work_dir, run, SWEEP_SHOTS)
             record["by_shots"] = {
-                str(k): _load(os.path.join(model_dir, f"eval_k{k}.json")) for k in SWEEP_SHOTS
+                str(k): _load(RunDir(model_dir).evaluation(k)) for k in SWEEP_SHOTS
             }
         if not args.no_export:
             record["export"] = export(args.work_dir, run)

@@ -13,8 +13,8 @@ import tensorflow as tf
 from viable_tf.evaluation.sine import test_evaluator
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.ops import seed_for
+from viable_tf.run_dir import load_run
 from viable_tf.tasks.sine import sine_curve
-from viable_tf.training.run_dir import load_run
 
 FIGURE_TASK_SEED = 4
 FIT_COLORS = ("tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")

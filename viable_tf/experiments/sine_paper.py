@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from viable_tf.cli.common import UsageError, module_command, run_main
 from viable_tf.logs import add_verbosity_flag
+from viable_tf.run_dir import RunDir
 
 CONTEXT_DIMS = (1, 2, 3, 4, 5)
 EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
@@ -228,11 +229,12 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
         "TF_NUM_INTRAOP_THREADS": str(threads),
         "TF_NUM_INTEROP_THREADS": str(threads),
     }
-    log_path = os.path.join(model_dir, "log.txt")
+    run_dir = RunDir(model_dir)
+    log_path = run_dir.log
     os.makedirs(model_dir, exist_ok=True)
     start = time.perf_counter()
     with open(log_path, "a") as log:
-        if not os.path.exists(os.path.join(model_dir, "results.json")):
+        if not os.path.exists(run_dir.results):
             command = [
                 *module_command("viable_tf.cli.train"),
                 f"--gin_file={run.config}",
@@ -240,7 +242,7 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
                 f"--model_dir={model_dir}",
             ]
             subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
-        missing = [k for k in run.eval_shots if not os.path.exists(_eval_path(model_dir, k))]
+        missing = [k for k in run.eval_shots if not os.path.exists(run_dir.evaluation(k))]
         if missing:
             command = [
                 *module_command("viable_tf.cli.evaluate"),
@@ -249,10 +251,6 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
             ]
             subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
     return {"run": run.name, "seconds": time.perf_counter() - start}
-
-
-def _eval_path(model_dir: str, k: int) -> str:
-    return os.path.join(model_dir, f"eval_k{k}.json")
 
 
 def write_json(record: dict, path: str) -> None:
@@ -271,11 +269,11 @@ def collect(runs: list[Run], work_dir: str) -> dict:
     summary: dict = {g: {} for g in ("a_context", "b_vark", "seeds", "long", "investigation")}
     for run in runs:
         model_dir = run.model_dir(work_dir)
-        record = _load(os.path.join(model_dir, "results.json"))
+        record = RunDir(model_dir).read_results()
         group = run.name.split("/")[0]
         summary[group][os.path.basename(run.name)] = record
         for k in run.eval_shots:
-            record.setdefault("by_k", {})[str(k)] = _load(_eval_path(model_dir, k))
+            record.setdefault("by_k", {})[str(k)] = _load(RunDir(model_dir).evaluation(k))
     return summary
 
 

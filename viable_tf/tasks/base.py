@@ -45,10 +45,13 @@ class TaskFamily(abc.ABC):
     Attributes:
       input_dim: D, the size of one input x.
       output_dim: Y for regression, N (logits) for classification.
+      task_loss: the true task loss L_T its tasks are scored with ('mse',
+        'cross_entropy'); a learner must use the same.
     """
 
     input_dim: int
     output_dim: int
+    task_loss: str
 
     @abc.abstractmethod
     def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:

@@ -76,6 +76,7 @@ class FewShotEpisodes(TaskFamily):
         self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
         self.input_dim = self.train.input_dim  # E
         self.output_dim = num_ways  # N logits
+        self.task_loss = "cross_entropy"
 
     def hparams(self) -> dict[str, int]:
         """N, K and V of the episodes, for results and TensorBoard's HParams."""

@@ -47,6 +47,7 @@ class SineTasks(TaskFamily):
 
     input_dim = 1
     output_dim = 1
+    task_loss = "mse"
 
     def __init__(
         self,

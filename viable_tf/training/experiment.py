@@ -9,9 +9,9 @@ import time
 from viable_tf.evaluation.core import Evaluation
 from viable_tf.evaluation.protocols import test_protocol
 from viable_tf.learners.base import Learner
+from viable_tf.run_dir import LoadedRun, RunDir
 from viable_tf.tasks.base import TaskFamily
 from viable_tf.training import summaries
-from viable_tf.training.run_dir import LoadedRun, RunDir
 from viable_tf.training.trainer import Trainer
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from viable_tf.ops import seed_for
+from viable_tf.run_dir import RunDir
 from viable_tf.tasks.sine import SineTasks, sine_curve
-from viable_tf.training.run_dir import RunDir
 
 FIGURE_SEED = 20190303
 

@@ -35,9 +35,9 @@ from tqdm import tqdm
 from viable_tf.evaluation.protocols import validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
+from viable_tf.run_dir import RunDir
 from viable_tf.training import summaries
 from viable_tf.training.distribute import is_chief, replica_slice
-from viable_tf.training.run_dir import RunDir
 
 
 class NonFiniteLossError(RuntimeError):
@@ -148,6 +148,12 @@ class Trainer:
         keras.utils.set_random_seed(seed)
         with self.strategy.scope():  # every variable, the optimizer's too, is mirrored
             self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+            if self.learner.task_loss_name != tasks.task_loss:
+                raise ValueError(
+                    f"the learner's task loss {self.learner.task_loss_name!r} does not fit "
+                    f"{type(tasks).__name__}, whose tasks are scored with {tasks.task_loss!r}; "
+                    f"expected {type(self.learner).__name__}.task_loss = {tasks.task_loss!r}"
+                )
             self.variables = list(self.learner.trainable_variables)  # theta (and psi)
             self.lr_schedule = keras.optimizers.schedules.ExponentialDecay(
                 learning_rate, lr_decay_steps, lr_decay_rate, staircase=True
@@ -302,8 +308,6 @@ class Trainer:
                     postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
                 bar.set_postfix(postfix, refresh=False)
             bar.close()
-            if self.chief:
-                summaries.operative_config(self.model_dir, step)
         writer.flush()
         self._drop_scratch()
 

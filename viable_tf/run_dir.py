@@ -15,13 +15,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import gin
-import tensorflow as tf
-
-from viable_tf.learners.base import Learner
-from viable_tf.tasks.base import TaskFamily
+if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read
+    from viable_tf.learners.base import Learner
+    from viable_tf.tasks.base import TaskFamily
 
 
 @dataclass(frozen=True)
@@ -60,10 +58,14 @@ class RunDir:
 
     def best_checkpoint(self) -> str | None:
         """The best weights' checkpoint, falling back to the latest state's (None: none)."""
+        import tensorflow as tf
+
         return tf.train.latest_checkpoint(self.best) or tf.train.latest_checkpoint(self.checkpoints)
 
     def training_state(self) -> dict[str, float | int]:
         """Step and early-stopping state of the latest checkpoint ({} if there is none)."""
+        import tensorflow as tf
+
         latest = tf.train.latest_checkpoint(self.checkpoints)
         if latest is None:
             return {}
@@ -92,6 +94,9 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
     run written by viable-train or holds no checkpoint.
     """
+    import gin
+    import tensorflow as tf
+
     from viable_tf.config import parse
 
     run = RunDir(model_dir)
@@ -121,6 +126,8 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
 
 def _evaluate(reference):
     """A gin reference as bound: `@F()` called, `@F` the callable itself."""
+    import gin
+
     if isinstance(reference, gin.config.ConfigurableReference):
         function = reference.scoped_configurable_fn
         return function() if reference.evaluate else function
