@@ -8,6 +8,7 @@ hence a separate process.
 
 import json
 import os
+import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -19,6 +20,8 @@ from viable_tf.learners import VIABLE
 from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer, make_strategy
 
+CLIP = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0  # meta-gradient clipping bound
+
 
 def trainer(strategy):
     # The single-device trainer compiles with XLA, the mirrored one cannot: the tasks
@@ -29,6 +32,7 @@ def trainer(strategy):
         learner=VIABLE,  # relVIABLE
         meta_batch_size=25,  # 13 + 12 tasks: an uneven split on purpose
         seed=3,
+        clip_value=CLIP,
         show_progress=False,
         strategy=strategy,
     )
@@ -49,6 +53,7 @@ def main() -> None:
     (loss_a, grads_a), (loss_b, grads_b) = results
     grad_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(grads_a, grads_b, strict=True))
     grad_scale = max(float(np.max(np.abs(a))) for a in grads_a)
+    at_bound = sum(int(np.sum(np.abs(a) == CLIP)) for a in grads_a)  # clipped elements
     weight_diff = 0.0
     for a, b, g in zip(single.variables, mirrored.variables, grads_a, strict=True):
         clear = np.abs(g) > 1e-3 * grad_scale  # Adam's first step is +-lr: sign-stable only
@@ -63,6 +68,7 @@ def main() -> None:
                 "loss_mirrored": loss_b,
                 "grad_max_abs_diff": grad_diff,
                 "grad_scale": grad_scale,
+                "clipped_elements": at_bound,
                 "weight_max_abs_diff": weight_diff,
                 "steps": [int(single.step.numpy()), int(mirrored.step.numpy())],
             }

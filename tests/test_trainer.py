@@ -190,3 +190,22 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
     }
     with pytest.raises(FileNotFoundError, match="is not a trained run"):
         run_dir.load_run(str(tmp_path / "nothing"))
+
+
+def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path):
+    from viable_tf.ops import seed_for
+
+    bound = 0.01
+    trainer = _trainer(
+        tmp_path,
+        learner=lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw),
+        clip_value=bound,
+    )
+    batch = trainer.tasks.sample(seed_for(trainer.seed, trainer.step), trainer.meta_batch_size)
+    with tf.GradientTape() as tape:
+        loss, _ = trainer.learner.meta_loss(batch)
+    raw = [g.numpy() for g in tape.gradient(loss, trainer.variables)]
+    _, _, clipped = trainer.meta_gradients()
+    assert sum(int(np.sum(np.abs(g) > bound)) for g in raw) > 100  # clipping is active
+    for expected, got in zip(raw, clipped, strict=True):
+        np.testing.assert_allclose(got.numpy(), np.clip(expected, -bound, bound), atol=1e-7)
