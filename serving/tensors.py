@@ -60,6 +60,9 @@ def check_inputs(
             f"inputs do not match signature '{signature.name}': {'; '.join(parts)}. "
             f"Expected inputs: {wanted}{hint}"
         )
+    if all(np.ndim(v) >= 1 and np.shape(v)[0] == 0 for v in inputs.values()):
+        # (over REST an empty batch arrives as empty lists, with no shape to check)
+        raise invalid("empty request: expected at least one task (B >= 1)")
     batch_sizes = {}
     for name, spec in expected.items():
         value = inputs[name]

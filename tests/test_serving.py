@@ -2,13 +2,13 @@
 
 import concurrent.futures
 import json
-import math
 import os
 import shutil
 import threading
 import time
 
 import grpc
+import keras
 import numpy as np
 import pytest
 import requests
@@ -23,6 +23,7 @@ from serving.server import ServerOptions
 from serving.tensors import Limits
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
+from viable_tf.networks import SimpleLossNetwork
 
 MAX_BYTES = 300_000
 
@@ -37,11 +38,31 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(model):
+def classifier_base(tmp_path_factory):
+    """A small exported 5-way classifier on 8-d inputs (no downloaded data)."""
+    keras.utils.set_random_seed(1)
+    learner = VIABLE(
+        input_dim=8,
+        output_dim=5,
+        context_dim=4,
+        num_inner_steps=2,
+        task_loss="cross_entropy",
+        loss_network=lambda: SimpleLossNetwork(hidden_units=(16,)),
+    )
+    base = str(tmp_path_factory.mktemp("models") / "classifier")
+    export_saved_model(learner, base)
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(model, classifier_base):
     _, base = model
     running = RunningServer(
         ServerOptions(
-            models=[model_config("viable", base, stable=1)],
+            models=[
+                model_config("viable", base, stable=1),
+                model_config("classifier", classifier_base),
+            ],
             port=0,
             rest_api_port=0,
             metrics_path="/monitoring/prometheus/metrics",
@@ -222,109 +243,192 @@ def _good_inputs(**changes):
     return {k: v for k, v in inputs.items() if v is not None}
 
 
-GRPC_CASES = {
-    "unknown model": ({}, {"model_name": "nope"}, grpc.StatusCode.NOT_FOUND, "Latest(nope)"),
-    "unknown version": ({}, {"version": 7}, grpc.StatusCode.NOT_FOUND, "Specific(viable, 7)"),
-    "unknown label": ({}, {"label": "canary"}, grpc.StatusCode.INVALID_ARGUMENT, "label: canary"),
+def _labels(**changes):
+    """A request to the classifier (5-way, D = 8): labels 0..4, K = 10."""
+    rng = np.random.default_rng(0)
+    inputs = {
+        "support_x": rng.normal(size=(2, 10, 8)).astype(np.float32),
+        "support_y": np.tile(np.arange(5, dtype=np.int32), (2, 2)),
+        "query_x": rng.normal(size=(2, 3, 8)).astype(np.float32),
+    }
+    inputs.update(changes)
+    return {k: v for k, v in inputs.items() if v is not None}
+
+
+def _bad_label(value, mask=None):
+    labels = np.tile(np.arange(5, dtype=np.int32), (2, 2))
+    labels[1, 3] = value
+    return _labels(support_y=labels, **({} if mask is None else {"support_mask": mask}))
+
+
+def _masked_out_last_point():
+    mask = np.ones((2, 10), bool)
+    mask[1, 3] = False
+    return mask
+
+
+INVALID, NOT_FOUND = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
+
+#: One table of bad requests, sent over gRPC (TensorProtos) and REST (columnar JSON):
+#: (inputs, request spec, gRPC code, HTTP status, what the message must say).
+BAD_REQUESTS = {
+    "unknown model": (_good_inputs(), {"model_name": "nope"}, NOT_FOUND, 404, "Latest(nope)"),
+    "unknown version": (_good_inputs(), {"version": 7}, NOT_FOUND, 404, "Specific(viable, 7)"),
+    "unknown label": (_good_inputs(), {"label": "canary"}, INVALID, 400, "label: canary"),
     "unknown signature": (
-        {},
+        _good_inputs(),
         {"signature_name": "classify"},
         grpc.StatusCode.FAILED_PRECONDITION,
-        '"classify"',
+        400,
+        '"classify" not found',
     ),
-    "missing input": ({"query_x": None}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing query_x"),
+    "missing input": (_good_inputs(query_x=None), {}, INVALID, 400, "missing query_x"),
     "extra input": (
-        {"temperature": np.ones(2, np.float32)},
+        _good_inputs(temperature=np.ones(2, np.float32)),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "unexpected temperature",
     ),
     "misnamed input": (
-        {"query_x": None, "queries": _tasks()[2]},
+        _good_inputs(query_x=None, queries=_tasks()[2]),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "missing query_x; unexpected queries",
     ),
-    "wrong dtype": (
-        {"support_x": _tasks()[0].astype(np.float64)},
-        {},
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "support_x: expected dtype float32, got float64",
-    ),
-    "B disagrees": (
-        {"support_y": _tasks(b=3)[1]},
-        {},
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "number of tasks B",
-    ),
-    "K disagrees": (
-        {"support_y": _tasks(k=9)[1]},
-        {},
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "support points K",
-    ),
+    "B disagrees": (_good_inputs(support_y=_tasks(b=3)[1]), {}, INVALID, 400, "number of tasks B"),
+    "K disagrees": (_good_inputs(support_y=_tasks(k=9)[1]), {}, INVALID, 400, "support points K"),
     "D differs": (
-        {"support_x": np.zeros((2, 10, 3), np.float32)},
+        _good_inputs(support_x=np.zeros((2, 10, 3), np.float32)),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "support_x: expected shape float32 [?, ?, 1], got [2, 10, 3]",
     ),
-    "not finite": (
-        {"query_x": np.full((2, 7, 1), np.nan, np.float32)},
+    "NaN": (
+        _good_inputs(query_x=np.full((2, 7, 1), np.nan, np.float32)),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "query_x contains NaN or Inf",
     ),
-    "empty batch": (
-        {
-            "support_x": np.zeros((0, 10, 1), np.float32),
-            "support_y": np.zeros((0, 10, 1), np.float32),
-            "query_x": np.zeros((0, 7, 1), np.float32),
-        },
+    "Inf": (
+        _good_inputs(support_y=np.full((2, 10, 1), np.inf, np.float32)),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
+        "support_y contains NaN or Inf",
+    ),
+    "empty batch": (
+        _good_inputs(
+            support_x=np.zeros((0, 10, 1), np.float32),
+            support_y=np.zeros((0, 10, 1), np.float32),
+            query_x=np.zeros((0, 7, 1), np.float32),
+        ),
+        {},
+        INVALID,
+        400,
         "empty request",
     ),
     "K above bound": (
-        {
-            "support_x": _tasks(k=51)[0],
-            "support_y": _tasks(k=51)[1],
-        },
+        _good_inputs(support_x=_tasks(k=51)[0], support_y=_tasks(k=51)[1]),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "K = 51 support points exceeds",
     ),
+    "Q above bound": (_good_inputs(query_x=_tasks(q=501)[2]), {}, INVALID, 400, "Q = 501"),
     "mask sent to serving_default": (
-        {"support_mask": np.ones((2, 10), bool)},
+        _good_inputs(support_mask=np.ones((2, 10), bool)),
         {},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "unexpected support_mask. Expected inputs: query_x",
     ),
     "mask omitted on serving_masked": (
-        {},
+        _good_inputs(),
         {"signature_name": "serving_masked"},
-        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID,
+        400,
         "missing support_mask",
     ),
-    "Q above bound": (
-        {"query_x": _tasks(q=501)[2]},
-        {},
+    "label above N": (_bad_label(5), {"model_name": "classifier"}, INVALID, 400, "0..4"),
+    "negative label": (_bad_label(-1), {"model_name": "classifier"}, INVALID, 400, "0..4"),
+    "bad label on a real point": (
+        _bad_label(9, np.ones((2, 10), bool)),
+        {"model_name": "classifier", "signature_name": "serving_masked"},
+        INVALID,
+        400,
+        "support_y must hold class labels 0..4",
+    ),
+}
+
+
+def _rest_path(spec: dict) -> str:
+    path = f"/v1/models/{spec.get('model_name', 'viable')}"
+    if "version" in spec:
+        path += f"/versions/{spec['version']}"
+    elif "label" in spec:
+        path += f"/labels/{spec['label']}"
+    return path + ":predict"
+
+
+def _rest_columnar(inputs: dict, spec: dict) -> dict:
+    body = {"inputs": {name: value.tolist() for name, value in inputs.items()}}
+    if "signature_name" in spec:
+        body["signature_name"] = spec["signature_name"]
+    return body
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
+@pytest.mark.parametrize("case", sorted(BAD_REQUESTS))
+def test_bad_request_is_refused_alike_over_grpc_and_rest(server, client, case, protocol):
+    inputs, spec, code, status, message = BAD_REQUESTS[case]
+    if protocol == "grpc":
+        got_code, details = _grpc_error(client, inputs, **dict(spec))
+        assert got_code == code, details
+    else:
+        response = _rest(server, _rest_columnar(inputs, spec), _rest_path(spec))
+        assert response.status_code == status, response.text
+        details = response.json()["error"]
+    assert message in details
+    _good_request_succeeds(client)
+
+
+def test_a_label_on_a_masked_out_point_is_not_checked(server, client):
+    """Padding may hold anything: only real points' labels must be 0..N-1."""
+    inputs = _bad_label(9, _masked_out_last_point())
+    grpc_answer = client.call(
+        client.request(inputs, model_name="classifier", signature_name="serving_masked")
+    )
+    body = _rest_columnar(inputs, {"signature_name": "serving_masked"})
+    rest_answer = _rest(server, body, "/v1/models/classifier:predict")
+    assert rest_answer.status_code == 200, rest_answer.text
+    np.testing.assert_allclose(
+        rest_answer.json()["outputs"]["logits"], grpc_answer["logits"], atol=1e-5
+    )
+
+
+#: Bad requests that only one protocol can carry.
+GRPC_ONLY = {
+    "wrong dtype": (
+        {"support_x": _tasks()[0].astype(np.float64)},
         grpc.StatusCode.INVALID_ARGUMENT,
-        "Q = 501 query points",
+        "support_x: expected dtype float32, got float64",
     ),
     "over size limit": (
         {"query_x": np.zeros((2, 40_000, 1), np.float32)},
-        {},
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "larger than max",
     ),
 }
 
 
-@pytest.mark.parametrize("case", sorted(GRPC_CASES))
-def test_grpc_bad_input(client, case):
-    changes, spec, code, message = GRPC_CASES[case]
-    got_code, details = _grpc_error(client, _good_inputs(**changes), **spec)
+@pytest.mark.parametrize("case", sorted(GRPC_ONLY))
+def test_grpc_only_bad_input(client, case):
+    changes, code, message = GRPC_ONLY[case]
+    got_code, details = _grpc_error(client, _good_inputs(**changes))
     assert got_code == code, details
     assert message in details
     _good_request_succeeds(client)
@@ -348,20 +452,14 @@ def _row(**changes):
     return {"instances": [{k: v for k, v in instance.items() if v is not None}]}
 
 
-REST_CASES = {
-    "unknown model": (_row(), "/v1/models/nope:predict", 404, "Latest(nope)"),
-    "unknown version": (_row(), "/v1/models/viable/versions/3:predict", 404, "Specific(viable, 3)"),
-    "unknown label": (_row(), "/v1/models/viable/labels/canary:predict", 400, "label: canary"),
-    "unknown signature": ({**_row(), "signature_name": "nope"}, None, 400, '"nope" not found'),
-    "missing input": (_row(query_x=None), None, 400, "missing query_x"),
-    "extra input": (_row(temperature=1.0), None, 400, "unexpected temperature"),
+#: Bad requests that only JSON can carry (the row format, JSON's own types).
+REST_ONLY = {
     "wrong dtype": (_row(query_x=[["a"]] * 7), None, 400, "expected float32 values, got strings"),
     "bool for float": (_row(query_x=[[True]] * 7), None, 400, "got booleans"),
     "ragged": (_row(query_x=[[1.0], [2.0, 3.0]]), None, 400, "ragged"),
-    "K disagrees": (_row(support_y=[[0.0]] * 9), None, 400, "support points K"),
-    "D differs": (_row(query_x=[[1.0, 2.0]] * 7), None, 400, "expected shape float32 [?, ?, 1]"),
-    "not finite": (_row(query_x=[[math.nan]] * 7), None, 400, "NaN or Inf"),
+    "row K disagrees": (_row(support_y=[[0.0]] * 9), None, 400, "support points K"),
     "empty instances": ({"instances": []}, None, 400, '"instances" is empty'),
+    "empty columnar inputs": ({"inputs": {}}, None, 400, "missing"),
     "neither instances nor inputs": ({"rows": []}, None, 400, 'exactly one of "instances"'),
     "instances disagree": (
         {"instances": [_row()["instances"][0], {"support_x": [[1.0]]}]},
@@ -369,27 +467,26 @@ REST_CASES = {
         400,
         "every instance must name the same inputs",
     ),
-    "mask sent to serving_default": (
-        _row(support_mask=[True] * 10),
+    "columnar B disagrees": (
+        {
+            "inputs": {
+                "support_x": [[[1.0]]] * 2,
+                "support_y": [[[1.0]]] * 3,
+                "query_x": [[[0.0]]] * 2,
+            }
+        },
         None,
         400,
-        "unexpected support_mask. Expected inputs: query_x",
+        "number of tasks B",
     ),
-    "mask omitted on serving_masked": (
-        {**_row(), "signature_name": "serving_masked"},
-        None,
-        400,
-        "missing support_mask",
-    ),
-    "Q above bound": (_row(query_x=[[0.0]] * 501), None, 400, "Q = 501"),
     "classify verb": (_row(), "/v1/models/viable:classify", 501, ":classify is not implemented"),
     "malformed path": (_row(), "/v1/models/viable/versions/x:predict", 400, "version must be"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(REST_CASES))
-def test_rest_bad_input(server, client, case):
-    body, path, status, message = REST_CASES[case]
+@pytest.mark.parametrize("case", sorted(REST_ONLY))
+def test_rest_only_bad_input(server, client, case):
+    body, path, status, message = REST_ONLY[case]
     response = _rest(server, body, path or "/v1/models/viable:predict")
     assert response.status_code == status, response.text
     assert message in response.json()["error"]
