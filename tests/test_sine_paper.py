@@ -36,6 +36,12 @@ def test_plan_covers_every_experiment():
     keras = next(r for r in runs if r.name == "investigation/keras_init_relu")
     assert keras.config == "sine/relviable_relu.gin" and "INIT='keras'" in keras.params
     assert runs[0].name == "b_vark/relviable_tanh"  # the slowest first (400 pairs, tanh)
+    some = sine_paper.plan(
+        num_steps=50, seeds=(0, 1), extra_params=[], rows=("cavia", "relviable_tanh")
+    )
+    assert {run.row for run in some} == {"cavia", "relviable_tanh"}
+    assert "investigation/keras_init_tanh" in {run.name for run in some}
+    assert "investigation/keras_init_relu" not in {run.name for run in some}
 
 
 def test_miniature_reproduction_end_to_end(tmp_path):
@@ -48,6 +54,7 @@ def test_miniature_reproduction_end_to_end(tmp_path):
         "--context_dims=5",
         "--seeds=0,1",
         "--no_investigate",
+        "--rows=cavia,relviable_relu,relviable_tanh",
         "--gin_param=Trainer.eval_every=10",
         "--gin_param=test_evaluator.num_tasks=20",
         "--gin_param=validation_evaluator.num_tasks=10",
@@ -58,9 +65,10 @@ def test_miniature_reproduction_end_to_end(tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     assert set(summary["b_vark"]["relviable_tanh"]["by_k"]) == {"0", "1", "2", "3", "4", "20"}
     assert summary["b_vark"]["relviable_relu"]["hparams"]["activation"] == "relu"
-    assert summary["a_context"]["simviable_tanh_c5"]["hparams"]["activation"] == "tanh"
+    assert summary["a_context"]["relviable_tanh_c5"]["hparams"]["activation"] == "tanh"
+    assert "simviable_tanh_c5" not in summary["a_context"]  # --rows
     assert summary["a_context"]["cavia_c5"]["hparams"]["init"] == "torch"
-    assert summary["a_context"]["maml_c5"]["method"] == "maml"
+    assert summary["a_context"]["cavia_c5"]["method"] == "cavia"
     assert summary["seeds"]["cavia_seed1"]["seed"] == 1
     assert (report / "sine_adapted_k4.png").stat().st_size > 10_000
     assert (report / "sine_inner_loss.png").stat().st_size > 10_000

@@ -151,11 +151,13 @@ def plan(
     context_dims: tuple[int, ...] = CONTEXT_DIMS,
     investigate: bool = True,
     long_steps: int = LONG_STEPS,
+    rows: tuple[str, ...] = tuple(ROWS),
 ) -> list[Run]:
-    """All trainings of the reproduction, the slowest first."""
+    """All trainings of the reproduction (of the table rows `rows`), the slowest first."""
     common = [f"NUM_STEPS={num_steps}", *extra_params]
+    rows_a, rows_b = _selected(ROWS_A, rows), _selected(ROWS_B, rows)
     runs = []
-    for key in ROWS_B:
+    for key in rows_b:
         runs.append(
             Run(
                 f"b_vark/{key}",
@@ -165,7 +167,7 @@ def plan(
                 row=key,
             )
         )
-    for key in ROWS_A:
+    for key in rows_a:
         for c in context_dims:
             runs.append(
                 Run(
@@ -175,7 +177,7 @@ def plan(
                     row=key,
                 )
             )
-    for key in ROWS_B:
+    for key in rows_b:
         for seed in seeds:
             if seed != 0:  # seed 0 at C = 5 is run (a)'s
                 runs.append(
@@ -186,7 +188,7 @@ def plan(
                         row=key,
                     )
                 )
-    if investigate:
+    if investigate and LONG_ROW in rows:
         # later bindings win: NUM_STEPS here overrides the default
         for seed in seeds:
             runs.append(
@@ -197,7 +199,10 @@ def plan(
                     row=LONG_ROW,
                 )
             )
+    if investigate:
         for name, variation in VARIATIONS.items():
+            if variation.base not in rows:
+                continue
             runs.append(
                 Run(
                     f"investigation/{name}",
@@ -207,6 +212,10 @@ def plan(
                 )
             )
     return sorted(runs, key=_expected_cost, reverse=True)
+
+
+def _selected(keys: tuple[str, ...], rows: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(key for key in keys if key in rows)
 
 
 def _expected_cost(run: Run) -> float:
@@ -296,25 +305,31 @@ def _spread_row(label: str, records: list[dict]) -> str:
     return f"| {label} | {cells} | {average:.3f} | {spread:.3f} |"
 
 
-def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...]) -> str:
+def tables(
+    summary: dict,
+    seeds: tuple[int, ...],
+    context_dims: tuple[int, ...],
+    rows: tuple[str, ...] = tuple(ROWS),
+) -> str:
     """The Markdown tables of (a), (b), the seed spread and the variations."""
+    rows_a, rows_b = _selected(ROWS_A, rows), _selected(ROWS_B, rows)
     lines = ["### (a) MSE at K = 10 by number of context parameters C", ""]
     lines.append("| method | " + " | ".join(f"C = {c}" for c in context_dims) + " |")
     lines.append("|---|" + "---:|" * len(context_dims))
-    for key in ROWS_A:
+    for key in rows_a:
         cells = [_cell(summary["a_context"][f"{key}_c{c}"]) for c in context_dims]
         lines.append(f"| {ROWS[key].label} | " + " | ".join(cells) + " |")
     lines += ["", "### (b) MSE by support size K at test (trained with K ~ U{0..20}, C = 5)", ""]
     lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
     lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
-    for key in ROWS_B:
+    for key in rows_b:
         by_k = summary["b_vark"][key]["by_k"]
         cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
         lines.append(f"| {ROWS[key].label} | {cells} |")
     lines += ["", f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
     lines.append("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | std |")
     lines.append("|---|" + "---:|" * (len(seeds) + 2))
-    for key in ROWS_B:
+    for key in rows_b:
         lines.append(_spread_row(ROWS[key].label, _seed_records(summary, key, seeds)))
     if summary["long"]:
         long = [summary["long"][f"{LONG_ROW}_seed{s}"] for s in seeds]
@@ -327,7 +342,7 @@ def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...])
         lines += ["", "### Variations (C = 5, K = 10, seed 0)", ""]
         lines.append("| variation | MSE | vs its base | vs CAVIA |")
         lines.append("|---|---:|---:|---:|")
-        for key in ROWS_A:
+        for key in rows_a:
             record = summary["a_context"][f"{key}_c5"]
             ratio = record["mean"] / cavia["mean"]
             lines.append(f"| {ROWS[key].label} (table a) | {_cell(record)} | 1.00 | {ratio:.2f} |")
@@ -343,13 +358,13 @@ def tables(summary: dict, seeds: tuple[int, ...], context_dims: tuple[int, ...])
     return "\n".join(lines) + "\n"
 
 
-def reference(summary: dict, seeds: tuple[int, ...]) -> dict:
+def reference(summary: dict, seeds: tuple[int, ...], rows: tuple[str, ...] = tuple(ROWS)) -> dict:
     """The reproduction's numbers at the main job's setting (C = 5, K = 10), per row,
     for viable-train's printout (shipped as `sine_reference.json`)."""
-    rows = {}
-    for key in ROWS_B:
+    table = {}
+    for key in _selected(ROWS_B, rows):
         records = _seed_records(summary, key, seeds)
-        rows[key] = {
+        table[key] = {
             "label": ROWS[key].label,
             "config": ROWS[key].config,
             "mean": records[0]["mean"],
@@ -360,7 +375,7 @@ def reference(summary: dict, seeds: tuple[int, ...]) -> dict:
         "setting": {"context_dim": 5, "num_support": 10, "num_steps": summary["num_steps"]},
         "seeds": list(seeds),
         "source": "viable-sine-paper; docs/RESULTS.md",
-        "rows": rows,
+        "rows": table,
     }
 
 
@@ -425,6 +440,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no_investigate", action="store_true", help="skip the relVIABLE variations"
     )
+    parser.add_argument(
+        "--rows",
+        default=",".join(ROWS),
+        help=f"table rows to run (default all: {','.join(ROWS)}); cavia is always needed",
+    )
     parser.add_argument("--gin_param", action="append", default=[], help="extra binding, all runs")
     return parser
 
@@ -441,6 +461,13 @@ def _main() -> int:
         raise UsageError(f"--context_dims must be >= 1 and include 5, got {args.context_dims!r}")
     if 0 not in seeds or len(seeds) < 2:
         raise UsageError(f"--seeds must include 0 and at least one more seed, got {args.seeds!r}")
+    rows = tuple(args.rows.split(","))
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown or "cavia" not in rows:
+        raise UsageError(
+            f"--rows must name rows of {', '.join(ROWS)} and include cavia (the reference), "
+            f"got {args.rows!r}"
+        )
     report_dir = args.report_dir or args.work_dir
     os.makedirs(report_dir, exist_ok=True)
     runs = plan(
@@ -450,6 +477,7 @@ def _main() -> int:
         context_dims=context_dims,
         investigate=not args.no_investigate,
         long_steps=args.long_steps,
+        rows=rows,
     )
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()
@@ -471,16 +499,22 @@ def _main() -> int:
 
     b_vark = os.path.join(args.work_dir, "b_vark")
     sine_figures.adapted_from_four_points(
-        {ROWS[k].label: os.path.join(b_vark, k) for k in ("cavia", "relviable_relu", LONG_ROW)},
+        {
+            ROWS[k].label: os.path.join(b_vark, k)
+            for k in _selected(("cavia", "relviable_relu", LONG_ROW), rows)
+        },
         path=os.path.join(report_dir, "sine_adapted_k4.png"),
     )
     summary["inner_loss"] = sine_figures.inner_loss_before_after(
-        {ROWS[k].label: os.path.join(args.work_dir, "a_context", f"{k}_c5") for k in ROWS_B},
+        {
+            ROWS[k].label: os.path.join(args.work_dir, "a_context", f"{k}_c5")
+            for k in _selected(ROWS_B, rows)
+        },
         path=os.path.join(report_dir, "sine_inner_loss.png"),
     )
     write_json(summary, os.path.join(args.work_dir, "summary.json"))
-    write_json(reference(summary, seeds), os.path.join(report_dir, "sine_reference.json"))
-    text = tables(summary, seeds, context_dims)
+    write_json(reference(summary, seeds, rows), os.path.join(report_dir, REFERENCE_FILE))
+    text = tables(summary, seeds, context_dims, rows)
     with open(os.path.join(report_dir, "sine_tables.md"), "w") as f:
         f.write(text)
     print(text)
