@@ -131,36 +131,54 @@ def test_every_method_and_shot_has_a_config():
                 assert os.path.join(dataset, f"{method}_5way{shots}shot.gin") in names
     for method in ("cavia", "simviable", "relviable"):
         assert f"omniglot/{method}_20way1shot.gin" in names
+    for method in ("attviable", "maml_simviable", "maml_relviable"):  # beyond the paper
+        for dataset in ("mini_imagenet", "omniglot"):
+            for shots in (1, 5):
+                assert os.path.join(dataset, f"{method}_5way{shots}shot.gin") in names
+
+
+@pytest.fixture(scope="module")
+def config_data(tmp_path_factory):
+    """Fake LEO files for each dataset's configs, written once for all of them."""
+    split_classes = {"train": 21, "val": 20, "test": 20}  # enough for 20-way episodes
+    return {
+        dim: write_fake_leo(
+            tmp_path_factory.mktemp(dataset),
+            dataset=dataset,
+            dim=dim,
+            per_class=20,
+            split_classes=split_classes,
+        )
+        for dataset, dim in (("miniImageNet", 640), ("omniglot", 64))
+    }
 
 
 @pytest.mark.parametrize("config", CLASSIFICATION_CONFIGS)
-def test_classification_config_builds_the_paper_models(config, tmp_path, monkeypatch):
+def test_classification_config_builds_the_paper_models(config, config_data, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     dim = 640 if "mini_imagenet" in config else 64
-    dataset = "miniImageNet" if dim == 640 else "omniglot"
-    split_classes = {"train": 21, "val": 20, "test": 20}  # enough for 20-way episodes
-    root = write_fake_leo(
-        tmp_path / "data", dataset=dataset, dim=dim, per_class=20, split_classes=split_classes
-    )
-    parse_gin([config], [f"DATA_DIR={root!r}"])
+    parse_gin([config], [f"DATA_DIR={config_data[dim]!r}"])
     trainer = Trainer(model_dir=str(tmp_path / "run"))
     learner = trainer.learner
-    method, setting = os.path.basename(config).removesuffix(".gin").split("_")
+    method, setting = os.path.basename(config).removesuffix(".gin").rsplit("_", 1)
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
     assert learner.method_name == method
     assert (trainer.tasks.num_ways, trainer.tasks.num_shots) == (ways, shots)
     assert (learner.input_dim, learner.output_dim) == (dim, ways)
     assert learner.task_loss_name == "cross_entropy" and learner.num_inner_steps == 2
-    if method == "maml":
+    if method.startswith("maml"):
         assert isinstance(learner, MAML) and learner.context_dim == 0
+        assert learner.inner_lr == 0.1
     else:
         assert learner.context_dim == 100 and learner.inner_lr == 1.0
         assert learner.network.hidden_units == (800,)
-    if method == "relviable":
+    if method.endswith("relviable"):
         assert learner.loss_network.hidden_units == (1500, 1500)
         assert learner.loss_network.include_inputs
-    if method == "simviable":
+    if method.endswith("simviable"):
         assert learner.loss_network.hidden_units == (64, 64)
+    if method == "attviable":
+        assert (learner.loss_network.width, learner.loss_network.num_blocks) == (64, 2)
     splits = ("train", "val") if dim == 640 else ("train",)
     classes = 21 + 20 if splits == ("train", "val") else 21
     assert len(trainer.tasks.train.classes) == classes

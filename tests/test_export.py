@@ -180,3 +180,32 @@ def test_versions_number_up_and_are_never_overwritten(tmp_path):
     signatures = tf.saved_model.load(second).signatures
     assert sorted(signatures) == ["serving_default", "serving_masked"]
     assert set(signatures["serving_default"].structured_outputs) == {"predictions"}
+
+
+@pytest.mark.parametrize("method", ["attviable", "maml_relviable"])
+def test_beyond_the_paper_learners_export_and_match(method, tmp_path):
+    from viable_tf.learners import MAMLVIABLE
+    from viable_tf.networks import AttentionLossNetwork
+
+    if method == "attviable":
+        learner = VIABLE(input_dim=1, output_dim=1, loss_network=AttentionLossNetwork)
+    else:
+        learner = MAMLVIABLE(input_dim=1, output_dim=1, loss_network=RelationLossNetwork)
+    path = export_saved_model(learner, str(tmp_path))
+    signatures = tf.saved_model.load(path).signatures
+    expected_signatures = {"serving_default", "serving_masked"}
+    if method == "attviable":
+        expected_signatures |= {"adapt", "adapt_masked", "predict"}
+    assert set(signatures) == expected_signatures
+    support_x, support_y, mask, query_x = _task_batch(np.random.default_rng(3), 3, 7, 5, True)
+    outputs = signatures["serving_masked"](
+        support_x=support_x, support_y=support_y, support_mask=mask, query_x=query_x
+    )
+    expected = learner.predict(learner.adapt(support_x, support_y, mask), query_x)
+    np.testing.assert_allclose(outputs["predictions"], expected, atol=1e-5)
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
+    ops = {node.op for function in graph.library.function for node in function.node_def}
+    assert not ops & FORBIDDEN_OPS

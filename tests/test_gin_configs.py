@@ -23,6 +23,8 @@ def test_the_expected_configs_exist():
     names = {os.path.basename(c) for c in METHOD_CONFIGS}
     for method in ("maml", "cavia", "simviable", "relviable"):
         assert {f"{method}.gin", f"{method}_vark.gin"} <= names
+    for method in ("attviable", "maml_simviable", "maml_relviable"):  # beyond the paper
+        assert {f"{method}.gin", f"{method}_vark.gin"} <= names
 
 
 @pytest.mark.parametrize("config", METHOD_CONFIGS)

@@ -13,6 +13,10 @@ At phi_0 = 0: y_hat = (0.5, 1.0), residuals r = (0.5, 0.0).
   mean over pairs = 2 mean_j sum(f_j); d/dphi = 2 * 1.5 v = (1.5, 1.5); y_hat = 0.
 - MAML (C = 0, inner lr 0.1): dL/dw = mean(2 r x) = 0.5, dL/db = mean(2r) = 0.5;
   w_1 = 0.45, b_1 = -0.05; query y_hat = 1.35 - 0.05 = 1.3.
+- VIABLE on MAML, simple linear loss Lhat_j = L_j + y_hat_j + y_j: the weights descend
+  d/dw = mean(2 r x + x) = mean(2, 2) = 2 and d/db = mean(2r + 1) = 1.5, so
+  w_1 = 0.5 - 0.2 = 0.3, b_1 = -0.15; query y_hat = 0.9 - 0.15 = 0.75. With the linear
+  pair net (twice the per-point sum): d/dw = 4, d/db = 3, w_1 = 0.1, b_1 = -0.3, y_hat = 0.
 Meta-gradient of CAVIA's meta-loss M = (y_hat_q - y_q)^2, y_hat_q = w x_q + b -
 alpha mean(2r) |v|^2 with r = w x + b - y:
   dM/dw = 2 * 0.25 * (3 - 2 * 1.5 * 0.5) = 0.75   (first order: 2 * 0.25 * 3 = 1.5)
@@ -25,7 +29,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from viable_tf.learners import CAVIA, MAML, VIABLE
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
 
@@ -97,6 +101,26 @@ def test_maml_one_inner_step_by_hand():
     np.testing.assert_allclose(w, [[[0.45]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[-0.05]], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(learner.predict([w, b], BATCH.query_x), [[[1.3]]], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("loss_cls", "weight", "bias", "query_prediction"),
+    [(SimpleLossNetwork, 0.3, -0.15, 0.75), (RelationLossNetwork, 0.1, -0.3, 0.0)],
+)
+def test_viable_on_maml_one_inner_step_by_hand(loss_cls, weight, bias, query_prediction):
+    learner = MAMLVIABLE(
+        input_dim=1,
+        output_dim=1,
+        context_dim=0,
+        network=_linear_network,
+        loss_network=_linear_loss(loss_cls),
+    )
+    _set_ones(learner.loss_network)
+    w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
+    np.testing.assert_allclose(w, [[[weight]]], rtol=1e-6)
+    np.testing.assert_allclose(b, [[bias]], rtol=1e-6)
+    prediction = learner.predict([w, b], BATCH.query_x)
+    np.testing.assert_allclose(prediction, [[[query_prediction]]], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from viable_tf.learners import CAVIA, MAML, VIABLE
-from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks, TaskBatch, seed_for
 
 LEARNERS = {
@@ -16,6 +16,15 @@ LEARNERS = {
         input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, **kw
     ),
     "relviable": lambda **kw: VIABLE(
+        input_dim=1, output_dim=1, loss_network=RelationLossNetwork, **kw
+    ),
+    "attviable": lambda **kw: VIABLE(
+        input_dim=1, output_dim=1, loss_network=AttentionLossNetwork, **kw
+    ),
+    "maml_simviable": lambda **kw: MAMLVIABLE(
+        input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, **kw
+    ),
+    "maml_relviable": lambda **kw: MAMLVIABLE(
         input_dim=1, output_dim=1, loss_network=RelationLossNetwork, **kw
     ),
 }
@@ -92,17 +101,28 @@ def test_every_weight_gets_a_meta_gradient(make_learner):
     """theta, and psi's kernels for VIABLE, all get non-zero meta-gradients.
 
     With ReLU hidden units the loss network's biases get exactly zero: d Lhat/d phi
-    depends on a bias only through which units are on (ReLU'' = 0), a piecewise
-    constant. See `test_smooth_loss_network_learns_its_biases_too`.
+    (or d Lhat/d theta, on MAML) depends on a bias only through which units are on
+    (ReLU'' = 0), a piecewise constant. See `test_smooth_loss_network_learns_its_biases_too`.
+    The attention network (tanh) learns every weight but its key projection's bias,
+    which shifts a softmax row by a constant and gets zero up to rounding.
     """
     learner = make_learner()
     expected = len(learner.network.params)
-    if isinstance(learner, VIABLE):
-        expected += len(learner.loss_network.trainable_variables)
+    loss_network = getattr(learner, "loss_network", None)
+    if loss_network is not None:
+        expected += len(loss_network.trainable_variables)
     assert len(learner.trainable_variables) == expected
-    for path, grad in _meta_gradients(learner, _batch(num_tasks=10)).items():
+    grads = _meta_gradients(learner, _batch(num_tasks=10))
+    scale = max(float(np.max(np.abs(g.numpy()))) for g in grads.values())
+    for path, grad in grads.items():
         assert grad is not None, path
-        if path.startswith("prediction_network") or "kernel" in path:
+        if "/key/bias" in path:  # attention: softmax ignores a per-row shift
+            assert np.max(np.abs(grad.numpy())) < 1e-6 * scale, path
+        elif (
+            path.startswith("prediction_network")
+            or "kernel" in path
+            or isinstance(loss_network, AttentionLossNetwork)
+        ):
             assert np.any(grad.numpy() != 0), path
         else:  # a ReLU loss network's bias
             assert np.all(grad.numpy() == 0), path

@@ -1,4 +1,6 @@
-"""VIABLE on CAVIA (SPEC §3): the inner loss is a learned loss network Lhat_psi.
+"""VIABLE (SPEC §3): the inner loss is a learned loss network Lhat_psi; on CAVIA as in the
+paper (`VIABLE`), and on MAML (`MAMLVIABLE`), which the paper's authors name as future
+work: there the learned loss drives the inner loop over all prediction-network weights.
 
 The loss network is frozen during adaptation; its weights psi are meta-learned
 with theta from the same query loss (always the true task loss). The learned
@@ -18,21 +20,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import keras
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners.cavia import CAVIA
-from viable_tf.networks.loss_networks import RelationLossNetwork, SimpleLossNetwork
+from viable_tf.learners.maml import MAML
+from viable_tf.networks.loss_networks import RelationLossNetwork
 
 
-@keras_configurable
-class VIABLE(CAVIA):
-    """CAVIA whose inner loop descends a learned loss (simVIABLE or relVIABLE)."""
+class LearnedInnerLoss:
+    """The inner loss as a loss network on per-point features: mixed into a learner
+    (before its base class) in place of the task loss."""
 
     def __init__(
         self,
         *,
-        loss_network: Callable[[], SimpleLossNetwork | RelationLossNetwork] = RelationLossNetwork,
+        loss_network: Callable[[], keras.layers.Layer] = RelationLossNetwork,
         include_task_loss: bool = True,
         input_scale: float = 1.0,
         **kwargs,
@@ -51,10 +55,9 @@ class VIABLE(CAVIA):
         self.loss_network.build((None, None, feature_dim))
 
     @property
-    def method_name(self) -> str:  # type: ignore[override]
-        if isinstance(self.loss_network, RelationLossNetwork):
-            return "relviable"
-        return "simviable"
+    def variant(self) -> str:
+        """'simviable', 'relviable' or 'attviable', after the loss network."""
+        return f"{self.loss_network.variant}viable"
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         activation = self.loss_network.activation.__name__
@@ -77,3 +80,26 @@ class VIABLE(CAVIA):
         y_hat = self.predict(state, support_x)  # [B, K, Y]
         features = self.point_features(support_x, support_y, y_hat)  # [B, K, F]
         return self.loss_network(features, support_mask)  # [B]
+
+
+@keras_configurable
+class VIABLE(LearnedInnerLoss, CAVIA):
+    """CAVIA whose inner loop descends a learned loss (simVIABLE, relVIABLE, attVIABLE)."""
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return self.variant
+
+
+@keras_configurable
+class MAMLVIABLE(LearnedInnerLoss, MAML):
+    """MAML whose inner loop over all prediction-network weights descends a learned loss.
+
+    The loss network is frozen during adaptation and meta-learned with theta from the
+    true query loss, second order unless `first_order`; its gradient reaches the weights
+    through y_hat and L_T. Defaults as MAML's: `context_dim=0`, `inner_lr=0.1`.
+    """
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return f"maml_{self.variant}"

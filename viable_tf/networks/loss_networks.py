@@ -116,6 +116,8 @@ class _LossNetwork(keras.layers.Layer):
 class SimpleLossNetwork(_LossNetwork):
     """simVIABLE's loss: MLP on each support point's features, masked mean over K."""
 
+    variant = "sim"
+
     def __init__(
         self,
         *,
@@ -163,6 +165,8 @@ class RelationLossNetwork(_LossNetwork):
     O(K·F·H + K²·H) instead of O(K²·F·H) with no [B, K, K, 2F] tensor.
     `naive_pair_losses` is the materialised form, kept for tests and benchmarks.
     """
+
+    variant = "rel"
 
     def __init__(
         self,

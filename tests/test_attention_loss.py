@@ -1,0 +1,102 @@
+"""attVIABLE's loss network: order-free, padding-free, defined at K = 0 and K = 1."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from viable_tf.learners import VIABLE
+from viable_tf.networks import AttentionLossNetwork
+from viable_tf.tasks import SineTasks, TaskBatch, seed_for
+
+
+def _learner(**kwargs):
+    return VIABLE(
+        input_dim=1,
+        output_dim=1,
+        loss_network=lambda: AttentionLossNetwork(**kwargs),
+    )
+
+
+def _permuted(batch: TaskBatch, order) -> TaskBatch:
+    return batch._replace(
+        support_x=tf.gather(batch.support_x, order, axis=1),
+        support_y=tf.gather(batch.support_y, order, axis=1),
+        support_mask=tf.gather(batch.support_mask, order, axis=1),
+    )
+
+
+def test_inner_loss_and_adapted_prediction_ignore_the_order_of_the_support_set():
+    learner = _learner()
+    batch = SineTasks(num_support=12, min_support=3).sample(seed_for(5, 0), 4)
+    shuffled = _permuted(batch, np.random.default_rng(0).permutation(12))
+    state = learner.initial_state(4)
+    args = (batch.support_x, batch.support_y, batch.support_mask)
+    args_shuffled = (shuffled.support_x, shuffled.support_y, shuffled.support_mask)
+    np.testing.assert_allclose(
+        learner.inner_loss(state, *args), learner.inner_loss(state, *args_shuffled), atol=1e-5
+    )
+    adapted = learner.predict(learner.adapt(*args), batch.query_x)
+    again = learner.predict(learner.adapt(*args_shuffled), batch.query_x)
+    np.testing.assert_allclose(adapted, again, atol=1e-5)
+
+
+def test_padded_points_change_nothing():
+    learner = _learner()
+    batch = SineTasks(num_support=5).sample(seed_for(1, 0), 3)
+    padded = TaskBatch(
+        support_x=tf.concat([batch.support_x, tf.fill([3, 4, 1], 1e3)], axis=1),
+        support_y=tf.concat([batch.support_y, tf.fill([3, 4, 1], -1e3)], axis=1),
+        support_mask=tf.concat([batch.support_mask, tf.zeros([3, 4], tf.bool)], axis=1),
+        query_x=batch.query_x,
+        query_y=batch.query_y,
+    )
+    for a, b in ((batch, padded),):
+        loss_a, _ = learner.meta_loss(a)
+        loss_b, _ = learner.meta_loss(b)
+        np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_k_zero_and_one(k):
+    learner = _learner()
+    batch = SineTasks(num_support=k).sample(seed_for(2, 0), 3)
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    prediction = learner.predict(state, batch.query_x)
+    unadapted = learner.predict(learner.initial_state(3), batch.query_x)
+    if k == 0:  # no support: no adaptation, and a zero (not NaN) inner loss
+        np.testing.assert_array_equal(prediction, unadapted)
+        inner = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
+        np.testing.assert_array_equal(inner, np.zeros(3))
+    else:  # one point attends to itself only
+        assert np.all(np.isfinite(prediction)) and not np.allclose(prediction, unadapted)
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("AttentionLossNetwork.num_heads=3", "num_heads=3 does not divide width=32"),
+        ("CAVIA.loss_network=@AttentionLossNetwork", "loss_network"),
+    ],
+    ids=["heads do not divide the width", "a learner without a learned loss"],
+)
+def test_a_bad_attention_config_is_one_line(param, message):
+    config = "sine/attviable.gin" if param.startswith("Attention") else "sine/cavia.gin"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "viable_tf.cli.train",
+            f"--gin_file={config}",
+            f"--gin_param={param}",
+            "--model_dir=/tmp/never-written",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("viable-train: error:"), result.stderr
+    assert message in lines[0]
