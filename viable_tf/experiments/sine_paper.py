@@ -358,6 +358,29 @@ def tables(
     return "\n".join(lines) + "\n"
 
 
+def timing_table(summary: dict) -> str:
+    """Training-and-evaluation time per run, by table row and kind of run (from each
+    run's results.json: one core per run, two runs at a time by default)."""
+    groups: dict[str, list[float]] = {}
+    for group in ("a_context", "seeds", "b_vark", "long", "investigation"):
+        for record in summary[group].values():
+            hp = record["hparams"]
+            name = hp["method"] + (f" ({hp['activation']})" if hp["activation"] != "none" else "")
+            if hp["min_support"] != hp["num_support"]:
+                name += f", K ~ U{{{hp['min_support']}..{hp['num_support']}}}"
+            elif hp["inner_steps"] != 1 or hp["init"] != "torch":
+                continue  # variations of the inner loop or init: not a row's timing
+            if hp["num_steps"] != summary["num_steps"]:
+                name += f", {hp['num_steps']:,} meta-updates"
+            groups.setdefault(name, []).append(record["train_and_eval_seconds"])
+    lines = ["| run | runs | mean time per run | range |", "|---|---:|---:|---:|"]
+    for name, seconds in sorted(groups.items(), key=lambda item: sum(item[1]) / len(item[1])):
+        mean = sum(seconds) / len(seconds)
+        spread = f"{min(seconds):.0f}-{max(seconds):.0f} s" if len(seconds) > 1 else ""
+        lines.append(f"| {name} | {len(seconds)} | {mean:.0f} s | {spread} |")
+    return "\n".join(lines) + "\n"
+
+
 def reference(summary: dict, seeds: tuple[int, ...], rows: tuple[str, ...] = tuple(ROWS)) -> dict:
     """The reproduction's numbers at the main job's setting (C = 5, K = 10), per row,
     for viable-train's printout (shipped as `sine_reference.json`)."""
@@ -515,6 +538,9 @@ def _main() -> int:
     write_json(summary, os.path.join(args.work_dir, "summary.json"))
     write_json(reference(summary, seeds, rows), os.path.join(report_dir, REFERENCE_FILE))
     text = tables(summary, seeds, context_dims, rows)
+    text += "\n### Time per training run (train and test, one core each)\n\n" + timing_table(
+        summary
+    )
     with open(os.path.join(report_dir, "sine_tables.md"), "w") as f:
         f.write(text)
     print(text)
