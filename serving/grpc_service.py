@@ -9,6 +9,7 @@ from google.protobuf import any_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
+    model_management_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -97,7 +98,8 @@ def metadata_response(servable) -> get_model_metadata_pb2.GetModelMetadataRespon
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    """GetModelStatus; HandleReloadConfigRequest is UNIMPLEMENTED (use --model_config_file)."""
+    """GetModelStatus, and HandleReloadConfigRequest: a new model_config_list (models,
+    version policies, version labels) replaces the served one."""
 
     def __init__(self, service: InferenceService) -> None:
         self.service = service
@@ -111,7 +113,17 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
 
     async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
-        await _unimplemented(context, "HandleReloadConfigRequest")
+        which = request.config.WhichOneof("config")
+        if which != "model_config_list":
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"expected a ModelServerConfig with model_config_list, got {which or 'none'}",
+            )
+        try:
+            await self.service.manager.reload(list(request.config.model_config_list.config))
+        except ServingError as error:
+            await context.abort(error.code, error.message)
+        return model_management_pb2.ReloadConfigResponse()
 
 
 async def _unimplemented(context, method: str) -> None:

@@ -216,6 +216,7 @@ class ModelManager:
         self.models = {config.name: ModelEntry(config) for config in configs}
         self._load = load
         self._on_change = on_change or (lambda: None)
+        self._polling = asyncio.Lock()  # one pass at a time: the poller's or a reload's
 
     # -- resolving requests ------------------------------------------------------
 
@@ -289,6 +290,59 @@ class ModelManager:
 
     async def poll(self) -> None:
         """One pass over every model's base path: load what is new, retire what is not wanted."""
+        async with self._polling:
+            await self._poll()
+
+    async def reload(self, configs: list[model_server_config_pb2.ModelConfig]) -> None:
+        """Replaces the served models' configuration (TF Serving's HandleReloadConfigRequest).
+
+        Models not named any more are dropped (requests holding one of their versions
+        finish on it); new ones are added; a model whose base path changed starts anew.
+        The versions the new policies want are loaded and warmed up first; version labels
+        change last, and only if every label names a version that is then available, as
+        TF Serving requires: otherwise FAILED_PRECONDITION and the labels stay as they were.
+        """
+        names = [config.name for config in configs]
+        if not names or len(set(names)) != len(names):
+            raise ServingError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a reloaded config must name each model once, got {names or 'none'}",
+            )
+        async with self._polling:
+            updated, labels = {}, {}
+            for config in configs:
+                entry = self.models.get(config.name)
+                unlabelled = model_server_config_pb2.ModelConfig()
+                unlabelled.CopyFrom(config)
+                unlabelled.ClearField("version_labels")
+                if entry is None or entry.config.base_path != config.base_path:
+                    entry = ModelEntry(unlabelled)
+                else:
+                    unlabelled.version_labels.update(entry.config.version_labels)
+                    entry.config = unlabelled  # labels as they were, until checked
+                updated[config.name] = entry
+                labels[config.name] = dict(config.version_labels)
+            self.models = updated
+            self._on_change()
+            await self._poll()
+            problems = [
+                f"label {label} of model {name} names version {version}, which is not "
+                f"available (available: {self._available(self.models[name])})"
+                for name, wanted in labels.items()
+                for label, version in sorted(wanted.items())
+                if version not in self.models[name].servables
+            ]
+            if problems:
+                raise ServingError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "version labels not changed: " + "; ".join(problems),
+                )
+            for name, wanted in labels.items():
+                config = self.models[name].config
+                config.ClearField("version_labels")
+                config.version_labels.update(wanted)
+
+    async def _poll(self) -> None:
         loop = asyncio.get_running_loop()
         for entry in self.models.values():
             on_disk = _versions_on_disk(entry.config.base_path)
@@ -326,6 +380,7 @@ class ModelManager:
     def _load_and_warm(self, name: str, version: int, path: str) -> Servable:
         servable = self._load(name, version, path)
         warmed = servable.warm_up() if hasattr(servable, "warm_up") else 0
+        servable.warmed_up = warmed  # requests replayed before it took traffic
         log.info("%s: loaded version %d (%d warm-up requests)", name, version, warmed)
         return servable
 

@@ -584,6 +584,126 @@ def test_new_version_swaps_in_without_dropping_requests_and_broken_one_is_report
     running.stop()
 
 
+def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    """Waits until `condition()` holds (polled), failing with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _reload(client, base: str, versions, **labels) -> None:
+    from tensorflow_serving.apis import model_management_pb2
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_config("viable", base, **labels)
+    config.model_version_policy.specific.versions.extend(versions)
+    request = model_management_pb2.ReloadConfigRequest(
+        config=model_server_config_pb2.ModelServerConfig(
+            model_config_list=model_server_config_pb2.ModelConfigList(config=[config])
+        )
+    )
+    client.models.HandleReloadConfigRequest(request, timeout=120)
+
+
+def test_canary_then_stable_over_grpc_and_rest_with_batching_drops_nothing(tmp_path):
+    """The TF Serving way to roll out a version: load it beside the old one (canary),
+    then move the `stable` label to it by a config reload. Traffic by label over both
+    protocols, batched, never fails; each version is warmed up before its first request."""
+    base = tmp_path / "viable"
+    learner = VIABLE(input_dim=1, output_dim=1)
+    export_saved_model(learner, str(base), version=1)
+    config = model_config("viable", str(base), stable=1)
+    config.model_version_policy.specific.versions.append(1)
+    running = RunningServer(
+        ServerOptions(
+            models=[config],
+            port=0,
+            rest_api_port=0,
+            poll_seconds=0.2,
+            batching=BatchingOptions(max_batch_size=8, batch_timeout_micros=2_000),
+        )
+    )
+    client = Client(running.grpc_target)
+    errors, seen, stop = [], {"grpc": [], "rest": []}, threading.Event()
+    support_x, support_y, query_x = _tasks()
+    body = {
+        "inputs": {
+            "support_x": support_x.tolist(),
+            "support_y": support_y.tolist(),
+            "query_x": query_x.tolist(),
+        }
+    }
+    answers = {}
+
+    def by_label(protocol):
+        while not stop.is_set():
+            try:
+                if protocol == "grpc":
+                    request = client.request(
+                        {"support_x": support_x, "support_y": support_y, "query_x": query_x},
+                        model_name="viable",
+                        label="stable",
+                    )
+                    response = client.prediction.Predict(request, timeout=30)
+                    version = response.model_spec.version.value
+                    answer = tf.make_ndarray(response.outputs["predictions"])
+                else:
+                    reply = requests.post(
+                        f"{running.rest_url}/v1/models/viable/labels/stable:predict",
+                        json=body,
+                        timeout=30,
+                    )
+                    if reply.status_code != 200:
+                        errors.append(reply.text)
+                        continue
+                    answer = np.asarray(reply.json()["outputs"]["predictions"])
+                    version = None  # REST answers carry no version: told by the numbers
+                seen[protocol].append((version, answer))
+            except grpc.RpcError as error:  # any failure during a swap is a dropped request
+                errors.append(error.details())
+
+    threads = [threading.Thread(target=by_label, args=(p,)) for p in ("grpc", "rest") * 2]
+    try:
+        for thread in threads:
+            thread.start()
+        _wait_for(lambda: len(seen["grpc"]) > 5 and len(seen["rest"]) > 5, "first answers")
+        learner.network.kernel_1.assign(learner.network.kernel_1 * 1.5)  # another model
+        export_saved_model(learner, str(base), version=2)
+        _reload(client, str(base), [1, 2], stable=1, canary=2)  # load 2 beside 1
+        servables = running.server.manager.models["viable"].servables
+        assert sorted(servables) == [1, 2]
+        assert servables[1].warmed_up == servables[2].warmed_up == 3  # replayed, counted
+        canary = client.predict(support_x, support_y, query_x, label="canary")["predictions"]
+        answers[1] = seen["grpc"][-1][1]
+        answers[2] = canary
+        assert not np.allclose(answers[1], answers[2])
+        _reload(client, str(base), [1, 2], stable=2, canary=2)  # stable follows
+        count = len(seen["grpc"])
+        _wait_for(lambda: len(seen["grpc"]) > count + 10, "answers by the new label")
+        with pytest.raises(grpc.RpcError) as info:  # a label must name an available version
+            _reload(client, str(base), [2], stable=1)
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "version 1, which is not available" in info.value.details()
+        count = len(seen["rest"])
+        _wait_for(lambda: len(seen["rest"]) > count + 10, "answers after the refused reload")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        client.close()
+        running.stop()
+    assert not errors, errors[:3]
+    grpc_versions = [version for version, _ in seen["grpc"]]
+    assert grpc_versions[0] == 1 and grpc_versions[-1] == 2
+    assert grpc_versions == sorted(grpc_versions)  # once moved, never back
+    for protocol in ("grpc", "rest"):
+        first, last = seen[protocol][0][1], seen[protocol][-1][1]
+        np.testing.assert_allclose(first, answers[1], atol=1e-5)
+        np.testing.assert_allclose(last, answers[2], atol=1e-5)
+    assert running.server.service.batcher.batches_run > 0
+
+
 # -- batching ---------------------------------------------------------------------------
 
 
