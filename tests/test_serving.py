@@ -549,24 +549,25 @@ def test_new_version_swaps_in_without_dropping_requests_and_broken_one_is_report
         threads = [threading.Thread(target=hammer) for _ in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        _wait_for(lambda: len(versions) > 10, "answers from version 1")
         learner.network.kernel_1.assign(learner.network.kernel_1 * 1.5)  # a different model
         export_saved_model(learner, str(base), version=2)  # appears atomically
-        deadline = time.time() + 60
-        while (not versions or versions[-1] != 2) and time.time() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.3)
+        _wait_for(lambda: versions and versions[-1] == 2, "answers from version 2")
+        count = len(versions)
+        _wait_for(lambda: len(versions) > count + 10, "more answers from version 2")
         # A broken version 3: its saved_model.pb is garbage.
         shutil.copytree(base / "2", tmp_path / "staging3")
         (tmp_path / "staging3" / "saved_model.pb").write_bytes(b"not a SavedModel")
         os.rename(tmp_path / "staging3", base / "3")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            statuses = {s["version"]: s for s in client.status("viable")}
-            if statuses.get("3", {}).get("state") == "END":
-                break
-            time.sleep(0.1)
-        time.sleep(0.3)
+        _wait_for(
+            lambda: (
+                {s["version"]: s for s in client.status("viable")}.get("3", {}).get("state")
+                == "END"
+            ),
+            "version 3 reported as failed",
+        )
+        count = len(versions)
+        _wait_for(lambda: len(versions) > count + 10, "answers after the failed load")
     finally:
         stop.set()
         for thread in threads:

@@ -1,6 +1,7 @@
 """viable-serve's flags and TF Serving's config files; the real command end to end."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -86,7 +87,7 @@ def test_malformed_config_file_names_the_file_and_the_problem(tmp_path, base):
         )
 
 
-def test_viable_serve_command_serves_and_stops_on_sigterm(base):
+def test_viable_serve_command_serves_and_stops_on_sigterm(base, tmp_path):
     command = [
         os.path.join(os.path.dirname(sys.executable), "viable-serve"),
         "--model_name=sine",
@@ -95,23 +96,32 @@ def test_viable_serve_command_serves_and_stops_on_sigterm(base):
         "--rest_api_port=0",
     ]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        line = process.stdout.readline()
-        assert "viable-serve: serving sine: gRPC on 127.0.0.1:" in line, process.stderr.read()
-        port = line.split("gRPC on 127.0.0.1:")[1].split(",")[0]
-        client = Client(f"127.0.0.1:{port}")
-        support_x = np.random.default_rng(0).uniform(-5, 5, (1, 5, 1))
-        outputs = client.predict(
-            support_x, np.sin(support_x), np.zeros((1, 3, 1)), model_name="sine"
+    with open(tmp_path / "stderr.txt", "w+") as stderr:  # drained to a file, not a pipe
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, env=env, text=True
         )
-        assert outputs["predictions"].shape == (1, 3, 1)
-        client.close()
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        try:
+            ready, _, _ = select.select([process.stdout], [], [], 120)  # no blocking readline
+            assert ready, "viable-serve printed nothing within 120 s"
+            line = process.stdout.readline()
+            stderr.seek(0)
+            assert "viable-serve: serving sine: gRPC on 127.0.0.1:" in line, stderr.read()
+            port = line.split("gRPC on 127.0.0.1:")[1].split(",")[0]
+            client = Client(f"127.0.0.1:{port}")
+            support_x = np.random.default_rng(0).uniform(-5, 5, (1, 5, 1))
+            outputs = client.predict(
+                support_x, np.sin(support_x), np.zeros((1, 3, 1)), model_name="sine"
+            )
+            assert outputs["predictions"].shape == (1, 3, 1)
+            client.close()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                code = process.wait(timeout=30)
+            finally:
+                process.kill()
+                process.stdout.close()
+    assert code == 0
     bad = subprocess.run(
         [*command[:1], "--model_base_path=nope"], capture_output=True, text=True, env=env
     )
