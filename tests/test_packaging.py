@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -17,8 +18,18 @@ def _run(command, **kwargs):
 
 
 def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
+    # Built from a copy of the sources alone: a checkout's own build/ folder (setuptools
+    # reuses it) or runs could otherwise leak into the wheel.
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "runs", "*.egg-info", "__pycache__"
+        ),
+    )
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), REPO])
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)])
     (wheel,) = wheels.glob("viable_tf-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])

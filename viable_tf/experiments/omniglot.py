@@ -137,22 +137,22 @@ def export(work_dir: str, run: str) -> str:
         return base
     model_dir = os.path.join(work_dir, "runs", run)
     features = os.path.join(work_dir, "features")
-    run = load_run(model_dir, (f"DATA_DIR={features!r}",))
-    with open(run.run_dir.operative_config) as f:
+    loaded = load_run(model_dir, (f"DATA_DIR={features!r}",))
+    with open(loaded.run_dir.operative_config) as f:
         config = f.read()
     return export_saved_model(
-        run.learner,
+        loaded.learner,
         base,
         operative_config=config,
         metadata={
-            "evaluation": run.run_dir.read_results(),
-            "checkpoint_step": run.checkpoint_step,
+            "evaluation": loaded.run_dir.read_results(),
+            "checkpoint_step": loaded.checkpoint_step,
             "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
         },
         model_name=run,
         featurizer=_frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(_warmup_images, num_ways=run.tasks.num_ways),
+        warmup_inputs=functools.partial(_warmup_images, num_ways=loaded.tasks.num_ways),
     )
 
 
