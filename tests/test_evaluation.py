@@ -41,10 +41,9 @@ def test_same_weights_same_number_and_per_task_scores():
     second = make_test_evaluator(tasks, num_tasks=250)(learner)
     assert first.mean == second.mean and first.per_task.shape == (250,)
     # The summary is of the per-task scores, computed independently here with SciPy.
-    np.testing.assert_allclose(first.mean, np.mean(first.per_task), rtol=1e-12)
-    low, high = stats.t.interval(
-        0.95, df=249, loc=np.mean(first.per_task), scale=stats.sem(first.per_task)
-    )
+    scores = first.per_task.astype(np.float64)
+    np.testing.assert_allclose(first.mean, np.mean(scores), rtol=1e-12)
+    low, high = stats.t.interval(0.95, df=249, loc=np.mean(scores), scale=stats.sem(scores))
     np.testing.assert_allclose(first.ci95, (high - low) / 2, rtol=1e-9)
     assert first.inner_loss_pre.shape == first.inner_loss_post.shape == (250,)
     # A different learner gets a different number on the same tasks.
