@@ -1,5 +1,6 @@
 """Distributed meta-training on a CPU-only machine: 2 logical devices, 2 local workers."""
 
+import contextlib
 import json
 import os
 import signal
@@ -35,6 +36,19 @@ def _train_command(model_dir, *params):
         *(f"--gin_param={p}" for p in params),
         f"--model_dir={model_dir}",
     ]
+
+
+@contextlib.contextmanager
+def _workers(model_dir, *params, scratch=None):
+    """Two local workers, killed on the way out whatever happened."""
+    workers = _start_workers(model_dir, *params, scratch=scratch)
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+            worker.communicate()
 
 
 def _start_workers(model_dir, *params, scratch=None):
@@ -120,10 +134,10 @@ def test_two_workers_give_the_single_device_update(tmp_path):
     assert single.returncode == 0, single.stderr[-2000:]
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    workers = _start_workers(tmp_path / "multi", "NUM_STEPS=1", scratch=scratch)
-    for worker in workers:
-        _, err = worker.communicate(timeout=300)
-        assert worker.returncode == 0, err[-2000:]
+    with _workers(tmp_path / "multi", "NUM_STEPS=1", scratch=scratch) as workers:
+        for worker in workers:
+            _, err = worker.communicate(timeout=300)
+            assert worker.returncode == 0, err[-2000:]
     one = checkpoint_values(str(tmp_path / "single" / "checkpoints" / "ckpt-1"))
     two = checkpoint_values(str(tmp_path / "multi" / "checkpoints" / "ckpt-1"))
     assert one.keys() == two.keys()
@@ -155,27 +169,43 @@ def test_two_workers_give_the_single_device_update(tmp_path):
     assert not list(scratch.iterdir()), list(scratch.iterdir())
 
 
-def test_killed_worker_stops_the_job_and_restart_resumes(tmp_path):
-    model_dir = tmp_path / "run"
-    params = ("NUM_STEPS=800", "Trainer.eval_every=100", "Trainer.steps_per_call=10")
-    workers = _start_workers(model_dir, *params)
-    deadline = time.time() + 300
-    while not (model_dir / "checkpoints" / "ckpt-200.index").exists():
-        assert time.time() < deadline and workers[0].poll() is None, "no checkpoint in time"
-        time.sleep(0.05)
-    workers[1].send_signal(signal.SIGKILL)
-    _, err = workers[0].communicate(timeout=300)
-    workers[1].communicate()
+def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
+    params = ("NUM_STEPS=400", "Trainer.eval_every=100", "Trainer.steps_per_call=10")
+    straight, model_dir = tmp_path / "straight", tmp_path / "run"
+    with _workers(straight, *params) as workers:
+        for worker in workers:
+            _, err = worker.communicate(timeout=600)
+            assert worker.returncode == 0, err[-2000:]
+
+    with _workers(model_dir, *params) as workers:
+        deadline = time.monotonic() + 600
+        while not (model_dir / "checkpoints" / "ckpt-100.index").exists():
+            assert workers[0].poll() is None, "the chief stopped before the kill"
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.05)
+        workers[1].send_signal(signal.SIGKILL)
+        _, err = workers[0].communicate(timeout=300)
     assert workers[0].returncode == 1
     last = err.strip().splitlines()[-1]
     assert "lost contact with another worker" in last and "Restart every worker" in last
     stopped_at = int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("-", 1)[1])
-    assert stopped_at < 800
+    assert stopped_at < 400
 
-    workers = _start_workers(model_dir, *params)  # the same command again
-    outputs = [worker.communicate(timeout=600) for worker in workers]
+    with _workers(model_dir, *params) as workers:  # the same command again
+        outputs = [worker.communicate(timeout=600) for worker in workers]
     for worker, (_, err) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, err[-2000:]
     assert f"resuming from {model_dir}/checkpoints at meta-update {stopped_at}" in outputs[0][1]
     record = json.loads((model_dir / "results.json").read_text())
-    assert record["steps_trained"] == 800 and record["replicas"] == 2
+    assert record["steps_trained"] == 400 and record["replicas"] == 2
+    # Bit for bit the state of the uninterrupted run: weights, optimizer, early stopping.
+    resumed = checkpoint_values(str(model_dir / "checkpoints" / "ckpt-400"))
+    uninterrupted = checkpoint_values(str(straight / "checkpoints" / "ckpt-400"))
+    assert resumed.keys() == uninterrupted.keys()
+    for name, value in uninterrupted.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    expected = json.loads((straight / "results.json").read_text())
+    assert (record["mean"], record["checkpoint_step"]) == (
+        expected["mean"],
+        expected["checkpoint_step"],
+    )
