@@ -148,3 +148,12 @@ def test_unknown_init_is_one_line_naming_the_choices():
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("viable-train: error:") and "'torch', 'keras'" in last
     assert "Traceback" not in result.stderr
+
+
+def test_symmetric_init_starts_the_pair_network_symmetric_in_j_and_k():
+    network = RelationLossNetwork(hidden_units=(8, 8), symmetric_init=True)
+    network.build((None, None, F))
+    np.testing.assert_array_equal(network.kernel_first.numpy(), network.kernel_second.numpy())
+    features = tf.random.normal([1, 4, F])
+    pairs = network.pair_losses(features).numpy()[0]  # [K, K]
+    np.testing.assert_allclose(pairs, pairs.T, atol=1e-6)

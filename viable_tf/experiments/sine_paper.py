@@ -97,6 +97,14 @@ VARIATIONS = {
         "Keras init (Glorot kernels, zero biases)", KERAS_INIT, "simviable_relu"
     ),
     "cavia_keras_init": Variation("Keras init (Glorot kernels, zero biases)", KERAS_INIT, "cavia"),
+    "keras_init_symmetric_relu": Variation(
+        "Keras init with W_b = W_a at the start (the previous code's start)",
+        [*KERAS_INIT, "RelationLossNetwork.symmetric_init=True"],
+        "relviable_relu",
+    ),
+    "symmetric_relu": Variation(
+        "W_b = W_a at the start", ["RelationLossNetwork.symmetric_init=True"], "relviable_relu"
+    ),
     "softplus_hidden": Variation(
         "softplus hidden units", ["RelationLossNetwork.activation='softplus'"], "relviable_relu"
     ),

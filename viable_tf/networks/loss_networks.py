@@ -176,6 +176,7 @@ class RelationLossNetwork(_LossNetwork):
         output_activation: str | None = None,
         include_inputs: bool = True,
         decomposed: bool = True,
+        symmetric_init: bool = False,
         init: str = "torch",
         **kwargs,
     ) -> None:
@@ -188,6 +189,10 @@ class RelationLossNetwork(_LossNetwork):
             **kwargs,
         )
         self.decomposed = decomposed  # False: materialise every pair (benchmarks only)
+        # True: W_b starts as a copy of W_a, so Lhat starts symmetric in (j, k). For the
+        # reproduction study only: the previous code started so by accident (a reused
+        # Keras initializer draws the same numbers twice).
+        self.symmetric_init = symmetric_init
 
     def build(self, input_shape) -> None:
         if self.built:
@@ -207,6 +212,8 @@ class RelationLossNetwork(_LossNetwork):
             initializer=initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=units),
             name="kernel_second",
         )  # W_b, applied to f_k
+        if self.symmetric_init:
+            self.kernel_second.assign(self.kernel_first)
         self.bias = self.add_weight(
             shape=(units,),
             initializer=initializers.bias_initializer(self.init, fan_in=fan_in),
@@ -238,4 +245,8 @@ class RelationLossNetwork(_LossNetwork):
         return masked_mean(pairs(features), pair_mask, axis=(1, 2))
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "decomposed": self.decomposed}
+        return {
+            **super().get_config(),
+            "decomposed": self.decomposed,
+            "symmetric_init": self.symmetric_init,
+        }
