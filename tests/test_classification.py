@@ -89,8 +89,10 @@ def test_evaluation_is_fixed_and_tests_any_shot(tasks):
     assert first.metric == "accuracy" and first.higher_is_better and first.num_tasks == 60
     np.testing.assert_array_equal(first.per_task, second.per_task)
     assert np.all((first.per_task >= 0) & (first.per_task <= 1))
-    at_five = protocol_for_test(tasks, num_support=5)(learner)
+    at_five = protocol_for_test(tasks, num_support=5)  # the protocol, not run: 1,000 episodes
     assert at_five.num_support == 5 and at_five.num_tasks == 1000
+    assert at_five.sampler.num_shots == 5
+    np.testing.assert_array_equal(at_five.sampler.classes, tasks.test.classes)
     with pytest.raises(ValueError, match="18-shot episodes with 3 queries per class need 21"):
         tasks.test.with_shots(18)
 
