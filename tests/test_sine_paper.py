@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from viable_tf.experiments import sine_paper
+from viable_tf.experiments import sine_paper, sine_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -109,19 +109,19 @@ def test_reference_lines_set_a_run_beside_the_reproduction():
         "num_support": 10,
         "min_support": 10,
     }
-    lines = sine_paper.reference_lines({"metric": "mse", "hparams": hparams}, table)
+    lines = sine_report.reference_lines({"metric": "mse", "hparams": hparams}, table)
     assert "50,000 meta-updates" in lines[0]
     assert lines[1].split() == ["CAVIA", "0.200", "+-", "0.020", "(seeds:", "0.200,", "0.210)"]
     assert lines[2].endswith("<- this method") and "relVIABLE (tanh)" in lines[2]
     assert len(lines) == 3  # CAVIA and relVIABLE only
     for other in ({"context_dim": 3}, {"min_support": 0, "num_support": 20}):
         record = {"metric": "mse", "hparams": {**hparams, **other}}
-        assert sine_paper.reference_lines(record, table) == []
-    assert sine_paper.reference_lines({"metric": "accuracy", "hparams": hparams}, table) == []
+        assert sine_report.reference_lines(record, table) == []
+    assert sine_report.reference_lines({"metric": "accuracy", "hparams": hparams}, table) == []
 
 
 def test_the_package_ships_the_reproductions_reference():
-    table = sine_paper.shipped_reference()
+    table = sine_report.shipped_reference()
     assert table is not None, "viable_tf/experiments/sine_reference.json is missing"
     assert table["setting"] == {"context_dim": 5, "num_support": 10, "num_steps": 50_000}
     assert {"cavia", "relviable_relu", "relviable_tanh"} <= set(table["rows"])

@@ -23,118 +23,30 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import importlib.resources
 import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from tqdm import tqdm
 
 from viable_tf.cli.common import UsageError, module_command, run_main
+from viable_tf.experiments.sine_report import REFERENCE_FILE, reference, tables, timing_table
+from viable_tf.experiments.sine_study import (
+    CONTEXT_DIMS,
+    EVAL_SHOTS_B,
+    LONG_ROW,
+    LONG_STEPS,
+    ROWS,
+    ROWS_A,
+    ROWS_B,
+    VARIATIONS,
+    selected,
+)
 from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
-
-CONTEXT_DIMS = (1, 2, 3, 4, 5)
-EVAL_SHOTS_B = (0, 1, 2, 3, 4, 20)
-LONG_STEPS = 100_000
-
-
-class Row(NamedTuple):
-    """One method of the tables: its config at K = 10 and, for (b), at K ~ U{0..20}."""
-
-    label: str
-    config: str
-    vark_config: str | None
-
-
-#: The tables' rows. The paper names no activation for the loss networks, so both
-#: VIABLE variants are run with ReLU and with tanh hidden units (stable config names,
-#: whatever the shipped default is); every row uses the configs' default init ('torch').
-ROWS = {
-    "maml": Row("MAML", "sine/maml.gin", None),
-    "cavia": Row("CAVIA", "sine/cavia.gin", "sine/cavia_vark.gin"),
-    "simviable_relu": Row(
-        "simVIABLE (ReLU)", "sine/simviable_relu.gin", "sine/simviable_vark_relu.gin"
-    ),
-    "simviable_tanh": Row(
-        "simVIABLE (tanh)", "sine/simviable_tanh.gin", "sine/simviable_vark_tanh.gin"
-    ),
-    "relviable_relu": Row(
-        "relVIABLE (ReLU)", "sine/relviable_relu.gin", "sine/relviable_vark_relu.gin"
-    ),
-    "relviable_tanh": Row(
-        "relVIABLE (tanh)", "sine/relviable_tanh.gin", "sine/relviable_vark_tanh.gin"
-    ),
-}
-ROWS_A = tuple(ROWS)
-ROWS_B = tuple(key for key, row in ROWS.items() if row.vark_config)
-#: Trained for LONG_STEPS at every seed: it was still improving at 50,000 updates.
-LONG_ROW = "relviable_tanh"
-
-
-class Variation(NamedTuple):
-    """One change a careful reproducer would question, trained at C = 5, seed 0, on
-    the row `base` of table (a) (which it is compared with)."""
-
-    description: str
-    params: list[str]
-    base: str = "relviable_tanh"
-
-
-KERAS_INIT = ["INIT='keras'"]
-
-#: The reproduction study: each variation changes one thing of its base row.
-VARIATIONS = {
-    "keras_init_relu": Variation(
-        "Keras init (Glorot kernels, zero biases)", KERAS_INIT, "relviable_relu"
-    ),
-    "keras_init_tanh": Variation("Keras init (Glorot kernels, zero biases)", KERAS_INIT),
-    "simviable_keras_init": Variation(
-        "Keras init (Glorot kernels, zero biases)", KERAS_INIT, "simviable_relu"
-    ),
-    "cavia_keras_init": Variation("Keras init (Glorot kernels, zero biases)", KERAS_INIT, "cavia"),
-    "keras_init_symmetric_relu": Variation(
-        "Keras init with W_b = W_a at the start (the previous code's start)",
-        [*KERAS_INIT, "RelationLossNetwork.symmetric_init=True"],
-        "relviable_relu",
-    ),
-    "symmetric_relu": Variation(
-        "W_b = W_a at the start", ["RelationLossNetwork.symmetric_init=True"], "relviable_relu"
-    ),
-    "softplus_hidden": Variation(
-        "softplus hidden units", ["RelationLossNetwork.activation='softplus'"], "relviable_relu"
-    ),
-    "simviable_softplus_hidden": Variation(
-        "softplus hidden units", ["SimpleLossNetwork.activation='softplus'"], "simviable_relu"
-    ),
-    "softplus_output": Variation(
-        "loss output through softplus (non-negative)",
-        ["RelationLossNetwork.output_activation='softplus'"],
-        "relviable_relu",
-    ),
-    "double_length_relu": Variation("100,000 meta-updates", ["NUM_STEPS=100000"], "relviable_relu"),
-    "no_x_in_pairs": Variation(
-        "pair features without x", ["RelationLossNetwork.include_inputs=False"]
-    ),
-    "no_task_loss_in_pairs": Variation(
-        "pair features without L_T", ["VIABLE.include_task_loss=False"]
-    ),
-    "input_scale_5": Variation(
-        "loss-network inputs scaled by 1/5 (L_T by 1/25)", ["VIABLE.input_scale=5.0"]
-    ),
-    "no_clipping": Variation("no meta-gradient clipping", ["Trainer.clip_value=None"]),
-    "two_inner_steps": Variation("2 inner steps", ["VIABLE.num_inner_steps=2"]),
-    "simviable_two_inner_steps": Variation(
-        "2 inner steps", ["VIABLE.num_inner_steps=2"], "simviable_tanh"
-    ),
-    "cavia_two_inner_steps": Variation(
-        "2 inner steps (control)", ["CAVIA.num_inner_steps=2"], "cavia"
-    ),
-}
 
 
 @dataclass
@@ -163,7 +75,7 @@ def plan(
 ) -> list[Run]:
     """All trainings of the reproduction (of the table rows `rows`), the slowest first."""
     common = [f"NUM_STEPS={num_steps}", *extra_params]
-    rows_a, rows_b = _selected(ROWS_A, rows), _selected(ROWS_B, rows)
+    rows_a, rows_b = selected(ROWS_A, rows), selected(ROWS_B, rows)
     runs = []
     for key in rows_b:
         runs.append(
@@ -220,10 +132,6 @@ def plan(
                 )
             )
     return sorted(runs, key=_expected_cost, reverse=True)
-
-
-def _selected(keys: tuple[str, ...], rows: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(key for key in keys if key in rows)
 
 
 def _expected_cost(run: Run) -> float:
@@ -292,158 +200,6 @@ def collect(runs: list[Run], work_dir: str) -> dict:
         for k in run.eval_shots:
             record.setdefault("by_k", {})[str(k)] = _load(RunDir(model_dir).evaluation(k))
     return summary
-
-
-def _cell(record: dict) -> str:
-    return f"{record['mean']:.3f} ± {record['ci95']:.3f}"
-
-
-def _seed_records(summary: dict, key: str, seeds: tuple[int, ...]) -> list[dict]:
-    return [
-        summary["a_context"][f"{key}_c5"] if s == 0 else summary["seeds"][f"{key}_seed{s}"]
-        for s in seeds
-    ]
-
-
-def _spread_row(label: str, records: list[dict]) -> str:
-    means = [r["mean"] for r in records]
-    average = sum(means) / len(means)
-    spread = (sum((m - average) ** 2 for m in means) / (len(means) - 1)) ** 0.5
-    cells = " | ".join(_cell(r) for r in records)
-    return f"| {label} | {cells} | {average:.3f} | {spread:.3f} |"
-
-
-def tables(
-    summary: dict,
-    seeds: tuple[int, ...],
-    context_dims: tuple[int, ...],
-    rows: tuple[str, ...] = tuple(ROWS),
-) -> str:
-    """The Markdown tables of (a), (b), the seed spread and the variations."""
-    rows_a, rows_b = _selected(ROWS_A, rows), _selected(ROWS_B, rows)
-    lines = ["### (a) MSE at K = 10 by number of context parameters C", ""]
-    lines.append("| method | " + " | ".join(f"C = {c}" for c in context_dims) + " |")
-    lines.append("|---|" + "---:|" * len(context_dims))
-    for key in rows_a:
-        cells = [_cell(summary["a_context"][f"{key}_c{c}"]) for c in context_dims]
-        lines.append(f"| {ROWS[key].label} | " + " | ".join(cells) + " |")
-    lines += ["", "### (b) MSE by support size K at test (trained with K ~ U{0..20}, C = 5)", ""]
-    lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
-    lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
-    for key in rows_b:
-        by_k = summary["b_vark"][key]["by_k"]
-        cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
-        lines.append(f"| {ROWS[key].label} | {cells} |")
-    lines += ["", f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
-    lines.append("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | std |")
-    lines.append("|---|" + "---:|" * (len(seeds) + 2))
-    for key in rows_b:
-        lines.append(_spread_row(ROWS[key].label, _seed_records(summary, key, seeds)))
-    if summary["long"]:
-        long = [summary["long"][f"{LONG_ROW}_seed{s}"] for s in seeds]
-        steps = long[0]["hparams"]["num_steps"]
-        lines.append(_spread_row(f"{ROWS[LONG_ROW].label}, {steps:,} meta-updates", long))
-        best = ", ".join(f"{r['checkpoint_step']:,}" for r in long)
-        lines += ["", f"Best checkpoints of the {steps:,}-update runs: {best}."]
-    if summary["investigation"]:
-        cavia = summary["a_context"]["cavia_c5"]
-        lines += ["", "### Variations (C = 5, K = 10, seed 0)", ""]
-        lines.append("| variation | MSE | vs its base | vs CAVIA |")
-        lines.append("|---|---:|---:|---:|")
-        for key in rows_a:
-            record = summary["a_context"][f"{key}_c5"]
-            ratio = record["mean"] / cavia["mean"]
-            lines.append(f"| {ROWS[key].label} (table a) | {_cell(record)} | 1.00 | {ratio:.2f} |")
-        for name, variation in VARIATIONS.items():
-            record = summary["investigation"].get(name)
-            if record is None:
-                continue
-            base = summary["a_context"][f"{variation.base}_c5"]
-            lines.append(
-                f"| {ROWS[variation.base].label}, {variation.description} | {_cell(record)} "
-                f"| {record['mean'] / base['mean']:.2f} | {record['mean'] / cavia['mean']:.2f} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def timing_table(summary: dict) -> str:
-    """Training-and-evaluation time per run, by table row and kind of run (from each
-    run's results.json: one core per run, two runs at a time by default)."""
-    groups: dict[str, list[float]] = {}
-    for group in ("a_context", "seeds", "b_vark", "long", "investigation"):
-        for record in summary[group].values():
-            hp = record["hparams"]
-            name = hp["method"] + (f" ({hp['activation']})" if hp["activation"] != "none" else "")
-            if hp["min_support"] != hp["num_support"]:
-                name += f", K ~ U{{{hp['min_support']}..{hp['num_support']}}}"
-            elif hp["inner_steps"] != 1 or hp["init"] != "torch":
-                continue  # variations of the inner loop or init: not a row's timing
-            if hp["num_steps"] != summary["num_steps"]:
-                name += f", {hp['num_steps']:,} meta-updates"
-            groups.setdefault(name, []).append(record["train_and_eval_seconds"])
-    lines = ["| run | runs | mean time per run | range |", "|---|---:|---:|---:|"]
-    for name, seconds in sorted(groups.items(), key=lambda item: sum(item[1]) / len(item[1])):
-        mean = sum(seconds) / len(seconds)
-        spread = f"{min(seconds):.0f}-{max(seconds):.0f} s" if len(seconds) > 1 else ""
-        lines.append(f"| {name} | {len(seconds)} | {mean:.0f} s | {spread} |")
-    return "\n".join(lines) + "\n"
-
-
-def reference(summary: dict, seeds: tuple[int, ...], rows: tuple[str, ...] = tuple(ROWS)) -> dict:
-    """The reproduction's numbers at the main job's setting (C = 5, K = 10), per row,
-    for viable-train's printout (shipped as `sine_reference.json`)."""
-    table = {}
-    for key in _selected(ROWS_B, rows):
-        records = _seed_records(summary, key, seeds)
-        table[key] = {
-            "label": ROWS[key].label,
-            "config": ROWS[key].config,
-            "mean": records[0]["mean"],
-            "ci95": records[0]["ci95"],
-            "seed_means": [r["mean"] for r in records],
-        }
-    return {
-        "setting": {"context_dim": 5, "num_support": 10, "num_steps": summary["num_steps"]},
-        "seeds": list(seeds),
-        "source": "viable-sine-paper; docs/RESULTS.md",
-        "rows": table,
-    }
-
-
-REFERENCE_FILE = "sine_reference.json"  # shipped in this package, copied from --report_dir
-
-
-def shipped_reference() -> dict | None:
-    """The reference table shipped with the package (None if it is absent)."""
-    resource = importlib.resources.files("viable_tf.experiments") / REFERENCE_FILE
-    if not resource.is_file():
-        return None
-    return json.loads(resource.read_text())
-
-
-def reference_lines(record: dict, table: dict | None = None) -> list[str]:
-    """Lines that set a sine run's test MSE beside the reproduction's at its setting
-    (C = 5, K = 10); none for another setting or task family."""
-    table = shipped_reference() if table is None else table
-    hparams = record.get("hparams", {})
-    setting = (hparams.get("context_dim"), hparams.get("num_support"), hparams.get("min_support"))
-    if table is None or record.get("metric") != "mse" or setting != (5, 10, 10):
-        return []
-    steps = table["setting"]["num_steps"]
-    lines = [
-        f"The reproduction at the same setting (C = 5, K = 10, {steps:,} meta-updates, "
-        f"seed 0; docs/RESULTS.md):"
-    ]
-    this = f"{hparams.get('method')}_{hparams.get('activation')}"
-    for key, row in table["rows"].items():
-        if not key.startswith(("cavia", "relviable")):
-            continue
-        mark = "   <- this method" if key in (this, hparams.get("method")) else ""
-        seeds = ", ".join(f"{m:.3f}" for m in row["seed_means"])
-        lines.append(
-            f"  {row['label']:<17} {row['mean']:.3f} +- {row['ci95']:.3f}  (seeds: {seeds}){mark}"
-        )
-    return lines
 
 
 def _integers(flag: str, text: str) -> tuple[int, ...]:
@@ -532,14 +288,14 @@ def _main() -> int:
     sine_figures.adapted_from_four_points(
         {
             ROWS[k].label: os.path.join(b_vark, k)
-            for k in _selected(("cavia", "relviable_relu", LONG_ROW), rows)
+            for k in selected(("cavia", "relviable_relu", LONG_ROW), rows)
         },
         path=os.path.join(report_dir, "sine_adapted_k4.png"),
     )
     summary["inner_loss"] = sine_figures.inner_loss_before_after(
         {
             ROWS[k].label: os.path.join(args.work_dir, "a_context", f"{k}_c5")
-            for k in _selected(ROWS_B, rows)
+            for k in selected(ROWS_B, rows)
         },
         path=os.path.join(report_dir, "sine_inner_loss.png"),
     )
