@@ -85,6 +85,7 @@ class LoadedRun(NamedTuple):
     checkpoint_step: int
     run_dir: RunDir
     trainer_settings: dict  # Trainer's seed, num_steps, meta_batch_size as bound
+    training_state: dict  # step and best validation result of the latest checkpoint
 
 
 def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
@@ -121,7 +122,8 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
         for name in ("seed", "num_steps", "meta_batch_size")
         if name in bindings
     }
-    return LoadedRun(learner, tasks, int(path.rsplit("-", 1)[-1]), run, settings)
+    step = int(path.rsplit("-", 1)[-1])
+    return LoadedRun(learner, tasks, step, run, settings, run.training_state())
 
 
 def _evaluate(reference):

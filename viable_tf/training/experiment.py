@@ -62,7 +62,7 @@ def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
 def evaluate_loaded(run: LoadedRun, *, num_support: int | None = None) -> dict:
     """The test record of a run restored by `load_run`, at K = `num_support`."""
     evaluation = test_protocol(run.tasks, num_support=num_support)(run.learner)
-    state = run.run_dir.training_state()
+    state = run.training_state  # read once by load_run, whatever the number of K
     return results_dict(
         run.learner,
         run.tasks,
