@@ -68,11 +68,11 @@ def _cavia(**kwargs):
     return CAVIA(input_dim=1, output_dim=1, context_dim=2, network=_linear_network, **kwargs)
 
 
-def _viable(loss_cls):
-    learner = VIABLE(
+def _viable(loss_cls, learner_cls=VIABLE, context_dim=2):
+    learner = learner_cls(
         input_dim=1,
         output_dim=1,
-        context_dim=2,
+        context_dim=context_dim,
         network=_linear_network,
         loss_network=_linear_loss(loss_cls),
     )
@@ -108,14 +108,7 @@ def test_maml_one_inner_step_by_hand():
     [(SimpleLossNetwork, 0.3, -0.15, 0.75), (RelationLossNetwork, 0.1, -0.3, 0.0)],
 )
 def test_viable_on_maml_one_inner_step_by_hand(loss_cls, weight, bias, query_prediction):
-    learner = MAMLVIABLE(
-        input_dim=1,
-        output_dim=1,
-        context_dim=0,
-        network=_linear_network,
-        loss_network=_linear_loss(loss_cls),
-    )
-    _set_ones(learner.loss_network)
+    learner = _viable(loss_cls, MAMLVIABLE, context_dim=0)
     w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
     np.testing.assert_allclose(w, [[[weight]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[bias]], rtol=1e-6)
