@@ -36,7 +36,15 @@ DEFAULT_DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
 METHODS = ("cavia", "simviable", "relviable")
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 SWEEP_SHOTS = tuple(range(1, 10))
-LABELS = {"cavia": "CAVIA", "simviable": "simVIABLE", "relviable": "relVIABLE", "maml": "MAML"}
+LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
+    "cavia": "CAVIA",
+    "simviable": "simVIABLE",
+    "relviable": "relVIABLE",
+    "maml": "MAML",
+    "attviable": "attVIABLE",
+    "maml_simviable": "MAML+simVIABLE",
+    "maml_relviable": "MAML+relVIABLE",
+}
 
 
 def _load(path: str) -> dict:
@@ -248,9 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     add_verbosity_flag(parser)
     parser.add_argument("--data_dir", default=None, help="folder with the Omniglot zips")
     parser.add_argument("--work_dir", required=True, help="where everything is written (W)")
-    parser.add_argument(
-        "--methods", default=",".join(METHODS), help="of cavia,simviable,relviable,maml"
-    )
+    parser.add_argument("--methods", default=",".join(METHODS), help="of " + ",".join(LABELS))
     parser.add_argument("--settings", default=",".join(SETTINGS), help="of " + ",".join(SETTINGS))
     parser.add_argument("--num_steps", type=int, default=1500, help="meta-updates per run")
     parser.add_argument("--meta_batch_size", type=int, default=4, help="episodes per update")
@@ -279,7 +285,7 @@ def _main() -> int:
     ):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
-    methods = _names("--methods", args.methods, (*METHODS, "maml"))
+    methods = _names("--methods", args.methods, tuple(LABELS))
     settings = _names("--settings", args.settings, SETTINGS)
     start = time.perf_counter()
     encoder = prepare_features(data_dir, args.work_dir, epochs=args.encoder_epochs, seed=0)
