@@ -125,3 +125,49 @@ def test_the_package_ships_the_reproductions_reference():
     assert table is not None, "viable_tf/experiments/sine_reference.json is missing"
     assert table["setting"] == {"context_dim": 5, "num_support": 10, "num_steps": 50_000}
     assert {"cavia", "relviable_relu", "relviable_tanh"} <= set(table["rows"])
+
+
+def test_beyond_plan_runs_every_method_at_every_seed_and_with_varying_k():
+    from viable_tf.experiments import sine_beyond
+
+    runs = sine_beyond.plan(methods=tuple(sine_beyond.METHODS), seeds=(0, 1, 2), extra_params=[])
+    names = {run.name for run in runs}
+    assert len(runs) == len(names) == 4 * len(sine_beyond.METHODS)
+    for key, method in sine_beyond.METHODS.items():
+        assert {f"seeds/{key}_seed{s}" for s in (0, 1, 2)} <= names
+        vark = next(run for run in runs if run.name == f"vark/{key}")
+        assert vark.config == method.vark_config and vark.eval_shots == (0, 1, 2, 3, 4, 20)
+        seed2 = next(run for run in runs if run.name == f"seeds/{key}_seed2")
+        assert seed2.config == method.config and "SEED=2" in seed2.params
+    assert runs[0].name == "vark/maml_relviable"  # the slowest first
+    one = sine_beyond.plan(methods=("cavia",), seeds=(0,), extra_params=["NUM_STEPS=7"])
+    assert [run.name for run in one] == ["vark/cavia", "seeds/cavia_seed0"]
+    assert all(run.params[0] == "NUM_STEPS=7" for run in one)
+
+
+def test_beyond_tables_put_each_method_beside_cavia():
+    from viable_tf.experiments import sine_beyond
+
+    def record(mean, step=500):
+        return {"mean": mean, "ci95": 0.01, "train_and_eval_seconds": 12.0, "checkpoint_step": step}
+
+    methods, seeds = ("cavia", "attviable"), (0, 1)
+    summary = {
+        "seeds": {
+            f"{k}_seed{s}": record(m + s / 100)
+            for k, m in (("cavia", 0.2), ("attviable", 0.1))
+            for s in seeds
+        },
+        "vark": {
+            k: {
+                **record(0.3, 1000),
+                "by_k": {str(n): record(1 / (n + 1)) for n in (0, 1, 2, 3, 4, 20)},
+            }
+            for k in methods
+        },
+    }
+    text = sine_beyond.tables(summary, methods, seeds)
+    assert "| attVIABLE | 0.100 ± 0.010 | 0.110 ± 0.010 | 0.105 | 0.007 | 0.51 |" in text
+    assert "| CAVIA | 0.200 ± 0.010 | 0.210 ± 0.010 | 0.205 | 0.007 | 1.00 |" in text
+    assert "| attVIABLE | 1.000 ± 0.010 | 0.500 ± 0.010 |" in text
+    assert "| attVIABLE | 12 s | 12 s | 500, 500, 1,000 |" in text
