@@ -1,6 +1,7 @@
 """Shared fixtures. TensorFlow logs only errors during tests."""
 
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -27,3 +28,17 @@ def _fresh_state():
     keras.utils.set_random_seed(0)
     yield
     gin.clear_config()
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys):
+    """Runs a command-line module's main() in this process (no TensorFlow to import
+    again): returns its exit status and what it printed."""
+
+    def run(module, argv):
+        monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+        with pytest.raises(SystemExit) as exit_info:
+            module.main()
+        return exit_info.value.code, capsys.readouterr()
+
+    return run

@@ -1,8 +1,10 @@
 """Run as a script: a meta-update under MirroredStrategy over 2 logical CPUs vs one device.
 
-Prints one JSON line comparing the two: the meta-loss and the summed, clipped
-meta-gradient of the same tasks, and the weights after the update where Adam's
-step is well defined. Logical devices must be set up before TensorFlow starts,
+    python tests/distributed_check.py CLIP [CLIP ...]
+
+Prints one JSON line, an object by clipping bound, comparing the two: the meta-loss
+and the summed, clipped meta-gradient of the same tasks, and the weights after the
+update where Adam's step is well defined. Logical devices must be set up before TensorFlow starts,
 hence a separate process.
 """
 
@@ -20,10 +22,8 @@ from viable_tf.learners import VIABLE
 from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer, make_strategy
 
-CLIP = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0  # meta-gradient clipping bound
 
-
-def trainer(strategy):
+def trainer(strategy, clip):
     # The single-device trainer compiles with XLA, the mirrored one cannot: the tasks
     # are the same because every stateless draw states its algorithm (philox).
     return Trainer(
@@ -32,15 +32,15 @@ def trainer(strategy):
         learner=VIABLE,  # relVIABLE
         meta_batch_size=25,  # 13 + 12 tasks: an uneven split on purpose
         seed=3,
-        clip_value=CLIP,
+        clip_value=clip,
         show_progress=False,
         strategy=strategy,
     )
 
 
-def main() -> None:
-    mirrored_strategy = make_strategy("mirrored", logical_cpus=2)
-    single, mirrored = trainer(tf.distribute.get_strategy()), trainer(mirrored_strategy)
+def compare(mirrored_strategy, clip: float) -> dict:
+    single = trainer(tf.distribute.get_strategy(), clip)
+    mirrored = trainer(mirrored_strategy, clip)
     initial = max(
         float(np.max(np.abs(a.numpy() - b.numpy())))
         for a, b in zip(single.variables, mirrored.variables, strict=True)
@@ -53,27 +53,30 @@ def main() -> None:
     (loss_a, grads_a), (loss_b, grads_b) = results
     grad_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(grads_a, grads_b, strict=True))
     grad_scale = max(float(np.max(np.abs(a))) for a in grads_a)
-    at_bound = sum(int(np.sum(np.abs(a) == CLIP)) for a in grads_a)  # clipped elements
+    at_bound = sum(int(np.sum(np.abs(a) == clip)) for a in grads_a)  # clipped elements
     weight_diff = 0.0
     for a, b, g in zip(single.variables, mirrored.variables, grads_a, strict=True):
         clear = np.abs(g) > 1e-3 * grad_scale  # Adam's first step is +-lr: sign-stable only
         if clear.any():
             weight_diff = max(weight_diff, float(np.max(np.abs(a.numpy() - b.numpy())[clear])))
-    print(
-        json.dumps(
-            {
-                "replicas": mirrored.strategy.num_replicas_in_sync,
-                "initial_weight_diff": initial,
-                "loss_single": loss_a,
-                "loss_mirrored": loss_b,
-                "grad_max_abs_diff": grad_diff,
-                "grad_scale": grad_scale,
-                "clipped_elements": at_bound,
-                "weight_max_abs_diff": weight_diff,
-                "steps": [int(single.step.numpy()), int(mirrored.step.numpy())],
-            }
-        )
-    )
+    return {
+        "replicas": mirrored.strategy.num_replicas_in_sync,
+        "initial_weight_diff": initial,
+        "loss_single": loss_a,
+        "loss_mirrored": loss_b,
+        "grad_max_abs_diff": grad_diff,
+        "grad_scale": grad_scale,
+        "clipped_elements": at_bound,
+        "weight_max_abs_diff": weight_diff,
+        "steps": [int(single.step.numpy()), int(mirrored.step.numpy())],
+    }
+
+
+def main() -> None:
+    # One process for every bound: logical devices are set up once, before TF starts.
+    mirrored_strategy = make_strategy("mirrored", logical_cpus=2)
+    clips = sys.argv[1:] or ["10"]
+    print(json.dumps({clip: compare(mirrored_strategy, float(clip)) for clip in clips}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from viable_tf.cli import train as train_cli
 from viable_tf.learners import VIABLE
 from viable_tf.networks import AttentionLossNetwork
 from viable_tf.tasks import SineTasks, TaskBatch, seed_for
@@ -74,23 +75,15 @@ def test_k_zero_and_one(k):
         assert np.all(np.isfinite(prediction)) and not np.allclose(prediction, unadapted)
 
 
-@pytest.mark.parametrize(
-    ("param", "message"),
-    [
-        ("AttentionLossNetwork.num_heads=3", "num_heads=3 does not divide width=32"),
-        ("CAVIA.loss_network=@AttentionLossNetwork", "loss_network"),
-    ],
-    ids=["heads do not divide the width", "a learner without a learned loss"],
-)
-def test_a_bad_attention_config_is_one_line(param, message):
-    config = "sine/attviable.gin" if param.startswith("Attention") else "sine/cavia.gin"
+def test_a_bad_attention_config_is_one_line_on_the_console():
+    """The whole process prints one line (no TensorFlow lines, no traceback)."""
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "viable_tf.cli.train",
-            f"--gin_file={config}",
-            f"--gin_param={param}",
+            "--gin_file=sine/attviable.gin",
+            "--gin_param=AttentionLossNetwork.num_heads=3",
             "--model_dir=/tmp/never-written",
         ],
         capture_output=True,
@@ -99,4 +92,21 @@ def test_a_bad_attention_config_is_one_line(param, message):
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("viable-train: error:"), result.stderr
+    assert "num_heads=3 does not divide width=32" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("config", "param", "message"),
+    [
+        ("sine/attviable.gin", "AttentionLossNetwork.width=30", "does not divide width=30"),
+        ("sine/cavia.gin", "CAVIA.loss_network=@AttentionLossNetwork", "loss_network"),
+    ],
+    ids=["heads do not divide the width", "a learner without a learned loss"],
+)
+def test_a_bad_attention_config_is_one_line(config, param, message, run_cli, tmp_path):
+    argv = [f"--gin_file={config}", f"--gin_param={param}", f"--model_dir={tmp_path}/run"]
+    code, out = run_cli(train_cli, argv)
+    assert code == 2, out.err[-2000:]
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("viable-train: error:"), out.err
     assert message in lines[0]

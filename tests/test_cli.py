@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from viable_tf.cli import evaluate as eval_cli
+from viable_tf.cli import export as export_cli
 from viable_tf.cli import train as train_cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,13 +41,6 @@ def trained_run(tmp_path_factory):
     return model_dir, result
 
 
-def _run_main(module, argv, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
-    with pytest.raises(SystemExit) as exit_info:
-        module.main()
-    return exit_info.value.code, capsys.readouterr()
-
-
 def test_train_writes_results_config_events_and_checkpoints(trained_run):
     model_dir, result = trained_run
     record = json.loads((model_dir / "results.json").read_text())
@@ -64,7 +58,7 @@ def test_train_writes_results_config_events_and_checkpoints(trained_run):
     assert "test MSE" in result.stdout
 
 
-def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run):
+def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run, run_cli):
     model_dir, _ = trained_run
     record = json.loads((model_dir / "results.json").read_text())
     result = subprocess.run(
@@ -77,13 +71,9 @@ def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run):
     again = json.loads(result.stdout)
     assert again["mean"] == record["mean"] and again["ci95"] == record["ci95"]
     assert json.loads((model_dir / "eval_k10.json").read_text()) == again
-    result = subprocess.run(
-        [_console_script("viable-eval"), f"--model_dir={model_dir}", "--num_support=0"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    zero_shot = json.loads(result.stdout)
+    code, out = run_cli(eval_cli, [f"--model_dir={model_dir}", "--num_support=0"])
+    assert code == 0, out.err[-2000:]
+    zero_shot = json.loads(out.out)
     assert zero_shot["num_support"] == 0
     assert zero_shot["mean"] > record["mean"]  # adapting on 10 points helps
 
@@ -104,9 +94,9 @@ def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run):
         (["--gin_file=gin/sine/cavia.gin", "--gin_param=CAVIA.inner_lr=-1"], "inner_lr"),
     ],
 )
-def test_train_bad_input_gets_one_clear_line(argv, message, tmp_path, monkeypatch, capsys):
+def test_train_bad_input_gets_one_clear_line(argv, message, tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(REPO)
-    code, out = _run_main(train_cli, [*argv, f"--model_dir={tmp_path}/run"], monkeypatch, capsys)
+    code, out = run_cli(train_cli, [*argv, f"--model_dir={tmp_path}/run"])
     assert code == 2
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("viable-train: error: "), out.err
@@ -114,7 +104,7 @@ def test_train_bad_input_gets_one_clear_line(argv, message, tmp_path, monkeypatc
     assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
-def test_eval_bad_input_gets_one_clear_line(trained_run, tmp_path, monkeypatch, capsys):
+def test_eval_bad_input_gets_one_clear_line(trained_run, tmp_path, run_cli):
     model_dir, _ = trained_run
     cases = [
         ([f"--model_dir={tmp_path}"], "is not a trained run"),
@@ -128,14 +118,14 @@ def test_eval_bad_input_gets_one_clear_line(trained_run, tmp_path, monkeypatch, 
         if message == "no checkpoint in":
             config = (model_dir / "operative_config.gin").read_text()
             (tmp_path / "operative_config.gin").write_text(config)
-        code, out = _run_main(eval_cli, argv, monkeypatch, capsys)
+        code, out = run_cli(eval_cli, argv)
         assert code == 2, argv
         lines = out.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("viable-eval: error: "), out.err
         assert message in lines[0]
 
 
-def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, capsys):
+def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(REPO)
     argv = [
         "--gin_file=gin/sine/cavia.gin",
@@ -145,24 +135,24 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, caps
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={tmp_path}",
     ]
-    code, out = _run_main(train_cli, argv, monkeypatch, capsys)
+    code, out = run_cli(train_cli, argv)
     assert code == 1
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and "not finite" in lines[0] and "at meta-update" in lines[0]
 
 
-def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp_path):
+def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp_path, run_cli):
     model_dir, _ = trained_run
-    command = [
-        _console_script("viable-export"),
-        f"--model_dir={model_dir}",
-        f"--export_base={tmp_path}",
-    ]
+    argv = [f"--model_dir={model_dir}", f"--export_base={tmp_path}"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    for version in ("1", "2"):
-        result = subprocess.run(command, capture_output=True, text=True, env=env)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert f"{tmp_path}/{version}" in result.stdout
+    # the console script once, then the same command in this process
+    result = subprocess.run(
+        [_console_script("viable-export"), *argv], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{tmp_path}/1" in result.stdout
+    code, out = run_cli(export_cli, argv)
+    assert code == 0 and f"{tmp_path}/2" in out.out, out.err[-2000:]
     with open(tmp_path / "1" / "assets.extra" / "viable_model.json") as f:
         description = json.load(f)
     assert description["method"] == "simviable"
@@ -170,5 +160,5 @@ def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp
         description["evaluation"]["mean"]
         == json.loads((model_dir / "results.json").read_text())["mean"]
     )
-    taken = subprocess.run([*command, "--version=1"], capture_output=True, text=True, env=env)
-    assert taken.returncode == 2 and "exists" in taken.stderr.strip().splitlines()[-1]
+    code, out = run_cli(export_cli, [*argv, "--version=1"])
+    assert code == 2 and "exists" in out.err.strip().splitlines()[-1]

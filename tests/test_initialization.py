@@ -1,20 +1,17 @@
 """Initialisation (SPEC §3.1): the code lineage's ±1/sqrt(fan_in), or Keras' defaults."""
 
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from viable_tf.cli import train as train_cli
 from viable_tf.learners import VIABLE
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = 4  # per-point features (L_T, x, y_hat, y)
 
 
@@ -125,29 +122,17 @@ def test_relu_loss_network_biases_never_change_in_meta_training(tmp_path):
             assert not np.array_equal(v.numpy(), kernels[v.path]), v.path
 
 
-def test_unknown_init_is_one_line_naming_the_choices():
+def test_unknown_init_is_one_line_naming_the_choices(run_cli, tmp_path):
     with pytest.raises(
         ValueError, match=r"unknown init 'xavier': expected one of 'torch', 'keras'"
     ):
         SimpleLossNetwork(init="xavier")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viable_tf.cli.train",
-            "--gin_file=gin/sine/relviable.gin",
-            "--gin_param=INIT='xavier'",
-            "--model_dir=/tmp/never-written",
-        ],
-        cwd=REPO,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 2
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("viable-train: error:") and "'torch', 'keras'" in last
-    assert "Traceback" not in result.stderr
+    argv = ["--gin_file=sine/relviable.gin", "--gin_param=INIT='xavier'", f"--model_dir={tmp_path}"]
+    code, out = run_cli(train_cli, argv)
+    assert code == 2
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("viable-train: error:"), out.err
+    assert "'torch', 'keras'" in lines[0]
 
 
 def test_symmetric_init_starts_the_pair_network_symmetric_in_j_and_k():

@@ -56,6 +56,7 @@ def test_miniature_reproduction_end_to_end(tmp_path):
         "--no_investigate",
         "--rows=cavia,relviable_tanh",
         "--gin_param=Trainer.eval_every=10",
+        "--gin_param=Trainer.jit_compile=False",  # the driver is tested, not XLA: no compile
         "--gin_param=test_evaluator.num_tasks=20",
         "--gin_param=validation_evaluator.num_tasks=10",
     ]
