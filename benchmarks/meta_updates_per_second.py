@@ -1,12 +1,15 @@
 """Meta-updates per second of each learner on sine, on this machine.
 
     .venv/bin/python benchmarks/meta_updates_per_second.py [--steps 3000] [--repeats 3]
+    .venv/bin/python benchmarks/meta_updates_per_second.py --configs sine/cavia.gin,sine/maml.gin
 
 Setting of the issue: B = 25 tasks, K = Q = 10, C = 5, one inner step, second
 order; the trainer's own compiled step function (a chunk of meta-updates per
 call, Adam, clipping), so the figure is what training gets. Prints a Markdown
 table; the best of `repeats` timed chunks is reported, after a warm-up chunk
-that also compiles.
+that also compiles. With `--configs`, each learner is built from a shipped gin config
+exactly as viable-train builds it (its activation, init and XLA setting), and the
+table gives the time per meta-update beside the first config's.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import gin
 import tensorflow as tf
 
+from viable_tf import config
 from viable_tf.learners import CAVIA, MAML, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks
@@ -44,21 +49,45 @@ def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> flo
             jit_compile=jit_compile,
             show_progress=False,
         )
-        trainer._train_chunk(tf.constant(100))  # compile and warm up
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            ran = trainer._train_chunk(tf.constant(steps))[0]
-            int(ran)  # wait for the result
-            best = min(best, time.perf_counter() - start)
-        return steps / best
+        return chunk_rate(trainer, steps=steps, repeats=repeats)
+
+
+def measure_config(name: str, *, steps: int, repeats: int) -> float:
+    """The rate of a shipped config's trainer, built by gin as viable-train builds it."""
+    gin.clear_config()
+    config.parse([name], ["Trainer.show_progress=False"])
+    with tempfile.TemporaryDirectory() as model_dir:
+        return chunk_rate(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)
+
+
+def chunk_rate(trainer: Trainer, *, steps: int, repeats: int) -> float:
+    """Meta-updates per second of the trainer's compiled chunk (best of `repeats`)."""
+    trainer._train_chunk(tf.constant(100))  # compile and warm up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ran = trainer._train_chunk(tf.constant(steps))[0]
+        int(ran)  # wait for the result
+        best = min(best, time.perf_counter() - start)
+    return steps / best
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3000, help="meta-updates per timed chunk")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--configs", default=None, help="comma-separated shipped gin configs")
     args = parser.parse_args()
+    if args.configs:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
+        print("| config | meta-updates/s | ms / meta-update | vs the first |")
+        print("|---|---:|---:|---:|")
+        first = None
+        for name in args.configs.split(","):
+            rate = measure_config(name, steps=args.steps, repeats=args.repeats)
+            first = first or rate
+            print(f"| {name} | {rate:,.0f} | {1e3 / rate:.2f} | {first / rate:.2f} |", flush=True)
+        return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
         f"B=25, K=Q=10, C=5, 1 inner step, second order\n"
