@@ -172,3 +172,19 @@ def test_beyond_tables_put_each_method_beside_cavia():
     assert "| CAVIA | 0.200 ± 0.010 | 0.210 ± 0.010 | 0.205 | 0.007 | 1.00 |" in text
     assert "| attVIABLE | 1.000 ± 0.010 | 0.500 ± 0.010 |" in text
     assert "| attVIABLE | 12 s | 12 s | 500, 500, 1,000 |" in text
+
+
+def test_beyond_tables_mark_the_runs_not_finished(tmp_path):
+    from viable_tf.experiments import sine_beyond
+
+    runs = sine_beyond.plan(methods=("cavia",), seeds=(0, 1), extra_params=[])
+    done = tmp_path / "seeds" / "cavia_seed0"
+    done.mkdir(parents=True)
+    record = {"mean": 0.2, "ci95": 0.01, "train_and_eval_seconds": 9.0, "checkpoint_step": 500}
+    (done / "results.json").write_text(json.dumps(record))
+    (tmp_path / "vark" / "cavia").mkdir(parents=True)  # started: no results yet
+    summary = sine_beyond.collect(runs, str(tmp_path), finished_only=True)
+    assert set(summary["seeds"]) == {"cavia_seed0"} and summary["vark"] == {}
+    text = sine_beyond.tables(summary, ("cavia",), (0, 1))
+    assert "| CAVIA | 0.200 ± 0.010 | not run yet | — | — | — |" in text
+    assert "| CAVIA | 9 s | not run yet | 500 |" in text

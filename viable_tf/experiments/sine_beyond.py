@@ -10,7 +10,8 @@ learned loss: per point, MAML+simVIABLE, or over pairs, MAML+relVIABLE).
   vark   trained with K ~ U{0..20} (seed 0), tested at K = 0, 1, 2, 3, 4 and 20
 Each training is one `viable-train` process run as the reproduction runs them
 (`viable-sine-paper`: finished runs skipped, interrupted ones resumed). Writes
-`W/summary.json` and `sine_beyond_tables.md` in `--report_dir`.
+`W/summary.json` and `sine_beyond_tables.md` in `--report_dir`; `--report_only` writes
+the tables of the runs finished so far without training.
 """
 
 from __future__ import annotations
@@ -77,10 +78,15 @@ def plan(*, methods: tuple[str, ...], seeds: tuple[int, ...], extra_params: list
     )
 
 
-def collect(runs: list[Run], work_dir: str) -> dict:
+def collect(runs: list[Run], work_dir: str, *, finished_only: bool = False) -> dict:
+    """Every run's record (with its evaluations at other K); `finished_only` leaves out
+    runs not finished yet instead of failing on them."""
     summary: dict = {"seeds": {}, "vark": {}}
     for run in runs:
         run_dir = RunDir(run.model_dir(work_dir))
+        paths = [run_dir.results, *(run_dir.evaluation(k) for k in run.eval_shots)]
+        if finished_only and not all(os.path.exists(p) for p in paths):
+            continue
         record = run_dir.read_results()
         for k in run.eval_shots:
             record.setdefault("by_k", {})[str(k)] = _load(run_dir.evaluation(k))
@@ -89,39 +95,54 @@ def collect(runs: list[Run], work_dir: str) -> dict:
     return summary
 
 
+MISSING = "not run yet"
+
+
+def _mean(records: list[dict | None]) -> float | None:
+    if not records or None in records:
+        return None
+    return sum(r["mean"] for r in records) / len(records)
+
+
 def tables(summary: dict, methods: tuple[str, ...], seeds: tuple[int, ...]) -> str:
-    """Markdown: the seeds at C = 5, K = 10 (with the ratio to CAVIA), MSE by K, time."""
-    seed_records = {k: [summary["seeds"][f"{k}_seed{s}"] for s in seeds] for k in methods}
-    cavia = seed_records.get("cavia")
-    cavia_mean = sum(r["mean"] for r in cavia) / len(cavia) if cavia else None
+    """Markdown: the seeds at C = 5, K = 10 (with the ratio to CAVIA), MSE by K, time.
+    A run missing from `summary` (not finished) is a cell saying so."""
+    seed_records = {k: [summary["seeds"].get(f"{k}_seed{s}") for s in seeds] for k in methods}
+    cavia_mean = _mean(seed_records.get("cavia", []))
     lines = [f"### Seeds {', '.join(map(str, seeds))}: MSE at C = 5, K = 10", ""]
     header = " | ".join(f"seed {s}" for s in seeds)
     lines.append(f"| method | {header} | mean | std | mean vs CAVIA |")
     lines.append("|---|" + "---:|" * (len(seeds) + 3))
     for key in methods:
         records = seed_records[key]
-        mean = sum(r["mean"] for r in records) / len(records)
+        mean = _mean(records)
+        if mean is None:
+            cells = " | ".join(_cell(r) if r else MISSING for r in records)
+            lines.append(f"| {METHODS[key].label} | {cells} | — | — | — |")
+            continue
         ratio = f"{mean / cavia_mean:.2f}" if cavia_mean else "—"
         lines.append(f"{_spread_row(METHODS[key].label, records)} {ratio} |")
     lines += ["", "### MSE by support size K at test (trained with K ~ U{0..20}, seed 0)", ""]
     lines.append("| method | " + " | ".join(f"K = {k}" for k in EVAL_SHOTS_B) + " |")
     lines.append("|---|" + "---:|" * len(EVAL_SHOTS_B))
     for key in methods:
-        by_k = summary["vark"][key]["by_k"]
-        cells = " | ".join(_cell(by_k[str(k)]) for k in EVAL_SHOTS_B)
+        vark = summary["vark"].get(key)
+        cells = " | ".join(_cell(vark["by_k"][str(k)]) if vark else MISSING for k in EVAL_SHOTS_B)
         lines.append(f"| {METHODS[key].label} | {cells} |")
     lines += ["", "### Time per training run (train and test, one core each)", ""]
     lines.append("| method | C = 5, K = 10 (mean of seeds) | K ~ U{0..20} | best checkpoints |")
     lines.append("|---|---:|---:|---|")
     for key in methods:
-        records = seed_records[key]
-        seconds = sum(r["train_and_eval_seconds"] for r in records) / len(records)
-        vark = summary["vark"][key]
-        best = ", ".join(f"{r['checkpoint_step']:,}" for r in [*records, vark])
-        lines.append(
-            f"| {METHODS[key].label} | {seconds:.0f} s | {vark['train_and_eval_seconds']:.0f} s "
-            f"| {best} |"
+        done = [r for r in seed_records[key] if r]
+        vark = summary["vark"].get(key)
+        seconds = (
+            f"{sum(r['train_and_eval_seconds'] for r in done) / len(done):.0f} s"
+            if done
+            else MISSING
         )
+        vark_seconds = f"{vark['train_and_eval_seconds']:.0f} s" if vark else MISSING
+        best = ", ".join(f"{r['checkpoint_step']:,}" for r in [*done, *([vark] if vark else [])])
+        lines.append(f"| {METHODS[key].label} | {seconds} | {vark_seconds} | {best} |")
     return "\n".join(lines) + "\n"
 
 
@@ -136,6 +157,11 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", default=",".join(METHODS), help=f"of {','.join(METHODS)} (default all)"
     )
     parser.add_argument("--gin_param", action="append", default=[], help="extra binding, all runs")
+    parser.add_argument(
+        "--report_only",
+        action="store_true",
+        help="train nothing: tables of the runs finished so far, the others marked",
+    )
     return parser
 
 
@@ -151,6 +177,12 @@ def _main() -> int:
     report_dir = args.report_dir or args.work_dir
     os.makedirs(report_dir, exist_ok=True)
     runs = plan(methods=methods, seeds=seeds, extra_params=args.gin_param)
+    if args.report_only:
+        text = tables(collect(runs, args.work_dir, finished_only=True), methods, seeds)
+        with open(os.path.join(report_dir, "sine_beyond_tables.md"), "w") as f:
+            f.write(text)
+        print(text)
+        return 0
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
