@@ -17,20 +17,23 @@ the tables of the runs finished so far without training.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import os
 import sys
 import time
 from typing import NamedTuple
 
-from tqdm import tqdm
-
 from viable_tf.cli.common import UsageError, run_main
-from viable_tf.experiments.sine_paper import Run, _execute, _integers, _load, write_json
+from viable_tf.experiments.sine_paper import (
+    Run,
+    _integers,
+    finished,
+    read_run,
+    run_all,
+    write_json,
+)
 from viable_tf.experiments.sine_report import _cell, _spread_row
 from viable_tf.experiments.sine_study import EVAL_SHOTS_B
 from viable_tf.logs import add_verbosity_flag
-from viable_tf.run_dir import RunDir
 
 
 class Method(NamedTuple):
@@ -83,15 +86,10 @@ def collect(runs: list[Run], work_dir: str, *, finished_only: bool = False) -> d
     runs not finished yet instead of failing on them."""
     summary: dict = {"seeds": {}, "vark": {}}
     for run in runs:
-        run_dir = RunDir(run.model_dir(work_dir))
-        paths = [run_dir.results, *(run_dir.evaluation(k) for k in run.eval_shots)]
-        if finished_only and not all(os.path.exists(p) for p in paths):
+        if finished_only and not finished(run, work_dir):
             continue
-        record = run_dir.read_results()
-        for k in run.eval_shots:
-            record.setdefault("by_k", {})[str(k)] = _load(run_dir.evaluation(k))
         group, name = run.name.split("/")
-        summary[group][name] = record
+        summary[group][name] = read_run(run, work_dir)
     return summary
 
 
@@ -177,29 +175,19 @@ def _main() -> int:
     report_dir = args.report_dir or args.work_dir
     os.makedirs(report_dir, exist_ok=True)
     runs = plan(methods=methods, seeds=seeds, extra_params=args.gin_param)
-    if args.report_only:
-        text = tables(collect(runs, args.work_dir, finished_only=True), methods, seeds)
-        with open(os.path.join(report_dir, "sine_beyond_tables.md"), "w") as f:
-            f.write(text)
-        print(text)
-        return 0
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(_execute, run, args.work_dir, threads) for run in runs]
-        with tqdm(total=len(runs), unit="run", desc="sine, beyond the paper") as bar:
-            for future in concurrent.futures.as_completed(futures):
-                bar.set_postfix_str(future.result()["run"], refresh=False)
-                bar.update()
-    summary = collect(runs, args.work_dir)
-    summary["wall_clock_seconds"] = round(time.perf_counter() - start, 1)
-    summary["command"] = " ".join(["viable-sine-beyond", *sys.argv[1:]])
-    write_json(summary, os.path.join(args.work_dir, "summary.json"))
+    if not args.report_only:
+        run_all(runs, args.work_dir, jobs=args.jobs, desc="sine, beyond the paper")
+    summary = collect(runs, args.work_dir, finished_only=args.report_only)
+    if not args.report_only:
+        summary["wall_clock_seconds"] = round(time.perf_counter() - start, 1)
+        summary["command"] = " ".join(["viable-sine-beyond", *sys.argv[1:]])
+        write_json(summary, os.path.join(args.work_dir, "summary.json"))
     text = tables(summary, methods, seeds)
     with open(os.path.join(report_dir, "sine_beyond_tables.md"), "w") as f:
         f.write(text)
     print(text)
-    print(f"wall-clock: {summary['wall_clock_seconds'] / 60:.1f} min; report in {report_dir}")
+    print(f"{time.perf_counter() - start:.0f} s; report in {report_dir}")
     return 0
 
 

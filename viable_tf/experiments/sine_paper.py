@@ -189,16 +189,42 @@ def _load(path: str) -> dict:
         return json.load(f)
 
 
+def finished(run: Run, work_dir: str) -> bool:
+    """Whether the run's results and its evaluations at other K are all written."""
+    run_dir = RunDir(run.model_dir(work_dir))
+    paths = [run_dir.results, *(run_dir.evaluation(k) for k in run.eval_shots)]
+    return all(os.path.exists(path) for path in paths)
+
+
+def read_run(run: Run, work_dir: str) -> dict:
+    """A finished run's results.json, with its evaluations at other K under "by_k"."""
+    run_dir = RunDir(run.model_dir(work_dir))
+    record = run_dir.read_results()
+    for k in run.eval_shots:
+        record.setdefault("by_k", {})[str(k)] = _load(run_dir.evaluation(k))
+    return record
+
+
+def run_all(runs: list[Run], work_dir: str, *, jobs: int, desc: str) -> list[dict]:
+    """Trains (or resumes, or skips) every run, `jobs` at a time with a share of the
+    cores each; returns their timings in the order they ended."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    timings = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_execute, run, work_dir, threads) for run in runs]
+        with tqdm(total=len(runs), unit="run", desc=desc) as bar:
+            for future in concurrent.futures.as_completed(futures):
+                timings.append(future.result())
+                bar.set_postfix_str(timings[-1]["run"], refresh=False)
+                bar.update()
+    return timings
+
+
 def collect(runs: list[Run], work_dir: str) -> dict:
     """Gathers every result into one JSON-able dict."""
     summary: dict = {g: {} for g in ("a_context", "b_vark", "seeds", "long", "investigation")}
     for run in runs:
-        model_dir = run.model_dir(work_dir)
-        record = RunDir(model_dir).read_results()
-        group = run.name.split("/")[0]
-        summary[group][os.path.basename(run.name)] = record
-        for k in run.eval_shots:
-            record.setdefault("by_k", {})[str(k)] = _load(RunDir(model_dir).evaluation(k))
+        summary[run.name.split("/")[0]][os.path.basename(run.name)] = read_run(run, work_dir)
     return summary
 
 
@@ -266,16 +292,8 @@ def _main() -> int:
         long_steps=args.long_steps,
         rows=rows,
     )
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     start = time.perf_counter()
-    timings = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(_execute, run, args.work_dir, threads) for run in runs]
-        with tqdm(total=len(runs), unit="run", desc="sine reproduction") as bar:
-            for future in concurrent.futures.as_completed(futures):
-                timings.append(future.result())
-                bar.set_postfix_str(timings[-1]["run"], refresh=False)
-                bar.update()
+    timings = run_all(runs, args.work_dir, jobs=args.jobs, desc="sine reproduction")
     summary = collect(runs, args.work_dir)
     summary["num_steps"] = args.num_steps
     summary["wall_clock_seconds"] = round(time.perf_counter() - start, 1)
