@@ -56,3 +56,22 @@ def test_same_weights_same_number_and_per_task_scores():
 def test_k_above_the_padded_size_is_refused():
     with pytest.raises(ValueError, match="larger than the padded support size 10"):
         make_test_evaluator(SineTasks(num_support=10), num_support=11)
+
+
+def test_a_small_task_set_is_drawn_once_and_scored_the_same(monkeypatch):
+    from viable_tf.evaluation import core
+
+    learner = CAVIA(input_dim=1, output_dim=1)
+    for budget, draws in ((core.CACHE_BYTES, 1), (0, 2)):
+        monkeypatch.setattr(core, "CACHE_BYTES", budget)
+        evaluator = SineTasks().validation_evaluator()
+        drawn = []
+
+        def counted(batches=evaluator.batches, drawn=drawn):
+            drawn.append(1)
+            return batches()
+
+        monkeypatch.setattr(evaluator, "batches", counted)
+        first, second = evaluator(learner), evaluator(learner)
+        np.testing.assert_array_equal(first.per_task, second.per_task)
+        assert len(drawn) == draws

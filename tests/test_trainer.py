@@ -218,3 +218,70 @@ def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path
     assert sum(int(np.sum(np.abs(g) > bound)) for g in raw) > 100  # clipping is active
     for expected, got in zip(raw, clipped, strict=True):
         np.testing.assert_allclose(got.numpy(), np.clip(expected, -bound, bound), atol=1e-7)
+
+
+def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
+    """Drawing the tasks of many updates in one go changes nothing but the speed: without
+    XLA (whose fusion may round differently) the weights are bit for bit the same."""
+    finals = []
+    for ahead in (1, 3, None):
+        trainer = _trainer(tmp_path / str(ahead), draw_ahead=ahead, jit_compile=False)
+        ran = trainer._train_chunk(tf.constant(7))[0]
+        ran += trainer._train_chunk(tf.constant(5))[0]
+        assert int(ran) == 12 and int(trainer.step.numpy()) == 12
+        finals.append([v.numpy() for v in trainer.variables])
+    for other in finals[1:]:
+        for a, b in zip(finals[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="draw_ahead must be >= 1"):
+        _trainer(tmp_path / "bad", draw_ahead=0)
+
+
+def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
+    import shutil
+
+    from viable_tf.training.checkpoints import CheckpointWriter
+
+    def fresh(value):
+        return tf.train.Checkpoint(
+            w=tf.Variable(tf.fill([3, 2], value)), step=tf.Variable(7, dtype=tf.int64)
+        )
+
+    ours = CheckpointWriter(fresh(1.5), str(tmp_path / "ours"), max_to_keep=2)
+    theirs = tf.train.CheckpointManager(fresh(1.5), str(tmp_path / "theirs"), max_to_keep=2)
+    for number in (100, 200, 300):
+        ours.save(checkpoint_number=number)
+        theirs.save(checkpoint_number=number)
+    assert tf.train.latest_checkpoint(str(tmp_path / "ours")) == ours.latest_checkpoint
+    assert ours.latest_checkpoint.endswith("ckpt-300")
+    indexes = [  # the checkpoints kept (the graph call writes two data shards, not one)
+        sorted(n for n in os.listdir(tmp_path / side) if n.endswith(".index"))
+        for side in ("ours", "theirs")
+    ]
+    assert indexes[0] == indexes[1] == ["ckpt-200.index", "ckpt-300.index"]
+    mine, manager = (tf.train.load_checkpoint(c.latest_checkpoint) for c in (ours, theirs))
+    keys = mine.get_variable_to_shape_map()
+    assert keys == manager.get_variable_to_shape_map()
+    for key in keys:
+        if not key.startswith("save_counter"):  # the manager counts its saves
+            np.testing.assert_array_equal(mine.get_tensor(key), manager.get_tensor(key))
+    # Either restores into the other's kind of object, every value matched.
+    back = fresh(0.0)
+    back.restore(theirs.latest_checkpoint).assert_consumed()
+    back = fresh(0.0)
+    back.restore(ours.latest_checkpoint).assert_consumed()
+    np.testing.assert_array_equal(back.w.numpy(), np.full([3, 2], 1.5, np.float32))
+    # The record names checkpoints relative to the folder: a moved run still resumes,
+    # and a writer opened on it goes on with the kept ones.
+    shutil.move(str(tmp_path / "ours"), str(tmp_path / "moved"))
+    moved = str(tmp_path / "moved")
+    assert tf.train.latest_checkpoint(moved) == os.path.join(moved, "ckpt-300")
+    again = CheckpointWriter(fresh(2.0), moved, max_to_keep=2)
+    again.save(checkpoint_number=400)
+    assert tf.train.get_checkpoint_state(moved).all_model_checkpoint_paths == [
+        os.path.join(moved, "ckpt-300"),
+        os.path.join(moved, "ckpt-400"),
+    ]
+    assert not any(name.startswith("ckpt-200") for name in os.listdir(moved))
+    with pytest.raises(ValueError, match="max_to_keep must be >= 1"):
+        CheckpointWriter(fresh(0.0), moved, max_to_keep=0)

@@ -22,6 +22,10 @@ from viable_tf.tasks.base import TaskBatch
 TEST_SEED = 20190101
 VALIDATION_SEED = 20190202
 
+#: An evaluator keeps its task set after the first pass when it is at most this big
+#: (meta-validation every 500 updates need not draw the same tasks again).
+CACHE_BYTES = 64 * 2**20
+
 #: A per-task score of an adapted learner: (learner, state, batch) -> [B].
 Metric = Callable[[Learner, list, TaskBatch], tf.Tensor]
 
@@ -61,6 +65,7 @@ class Evaluator(abc.ABC):
     def __init__(self) -> None:
         self._learner: Learner | None = None
         self._score_batch = None
+        self._kept: list[TaskBatch] | None = None
 
     @abc.abstractmethod
     def batches(self) -> Iterable[TaskBatch]:
@@ -78,10 +83,24 @@ class Evaluator(abc.ABC):
                 lambda batch: score_batch(learner, batch, metric), reduce_retracing=True
             )
         scores, pre, post = [], [], []
-        for batch in self.batches():
+        for batch in self._task_set():
             for values, out in zip(self._score_batch(batch), (scores, pre, post), strict=True):
                 out.append(values.numpy())
         return self.evaluation(np.concatenate(scores), np.concatenate(pre), np.concatenate(post))
+
+    def _task_set(self) -> Iterable[TaskBatch]:
+        """`batches()`, drawn once and kept when they fit `CACHE_BYTES`."""
+        if self._kept is not None:
+            yield from self._kept
+            return
+        kept, size = [], 0
+        for batch in self.batches():
+            if kept is not None:
+                size += sum(t.shape.num_elements() * t.dtype.size for t in batch)
+                kept = [*kept, batch] if size <= CACHE_BYTES else None
+            yield batch
+        if kept is not None:
+            self._kept = kept
 
     def evaluation(self, per_task: np.ndarray, pre: np.ndarray, post: np.ndarray) -> Evaluation:
         """Per-task scores (and inner losses) summarised with their 95% CI."""

@@ -14,6 +14,7 @@ points, D input dim, Y output dim.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -76,5 +77,8 @@ class TaskFamily(abc.ABC):
         """One task's support_x [1, K, D], support_y and query_x [1, Q, D], values as
         the family's tasks have them: requests that warm a served model up."""
 
-    def log_figures(self, learner, step: int) -> None:  # noqa: B027  (optional)
-        """TensorBoard figures of `learner` at meta-update `step`; none by default."""
+    def figures(self, learner) -> Callable[[], dict[str, tf.Tensor]] | None:
+        """TensorBoard figures of `learner` as it is now, or None (the default): what
+        they show is computed at once, and the returned function draws them, {name:
+        uint8 image [1, H, W, C]}, on another thread while the learner trains on."""
+        return None

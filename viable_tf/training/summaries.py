@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 
 import gin
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
+from matplotlib.figure import Figure
 
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
@@ -51,39 +49,45 @@ def hparams_session(model_dir: str, hparams: dict, metrics: dict[str, float], st
     writer.close()
 
 
-def figure_to_image(figure) -> tf.Tensor:
-    """A matplotlib figure as a uint8 image [1, H, W, 4]; closes the figure."""
+def figure_to_image(figure: Figure) -> tf.Tensor:
+    """A matplotlib figure as a uint8 image [1, H, W, 4]."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=80)
-    plt.close(figure)
     return tf.image.decode_png(buffer.getvalue(), channels=4)[None]
 
 
-def plot_adapted_fits(learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10):
-    """Figure: for a few fixed tasks, the true curve, support points and fits."""
+def adapted_fits(
+    learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10
+) -> Callable[[], dict[str, tf.Tensor]]:
+    """For a few fixed tasks, the true curve, support points and the fits before and
+    after adaptation: the fits are computed now, and the returned function draws them
+    ({"adapted_fits": image}). It uses no pyplot state, so it may run on another thread
+    while the learner trains on."""
     grid = tasks.evaluation_grid(200)
     batch, params = tasks.sample_tasks(
         seed_for(FIGURE_SEED, num_support), num_tasks, num_support=num_support, query_x=grid
     )
-    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)
+    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x).numpy()
     adapted = learner.predict(
         learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
-    )
-    truth = sine_curve(params, batch.query_x)
+    ).numpy()
+    truth = sine_curve(params, batch.query_x).numpy()
     x = grid.numpy()
-    figure, axes = plt.subplots(1, num_tasks, figsize=(3.2 * num_tasks, 2.8), sharey=True)
-    for i, ax in enumerate(np.atleast_1d(axes)):
-        ax.plot(x, truth[i, :, 0], color="black", label="true")
-        ax.plot(x, unadapted[i, :, 0], color="grey", linestyle="--", label="before")
-        ax.plot(x, adapted[i, :, 0], color="tab:red", label="adapted")
-        ax.scatter(batch.support_x[i, :, 0], batch.support_y[i, :, 0], color="tab:blue", zorder=3)
-        ax.set_xlabel("x")
-    np.atleast_1d(axes)[0].legend(loc="lower left", fontsize="small")
-    figure.suptitle(f"{learner.method_name}: adapted from K = {num_support} points")
-    figure.tight_layout()
-    return figure
+    support_x, support_y = batch.support_x.numpy(), batch.support_y.numpy()
+    title = f"{learner.method_name}: adapted from K = {num_support} points"
 
+    def draw() -> dict[str, tf.Tensor]:
+        figure = Figure(figsize=(3.2 * num_tasks, 2.8))
+        axes = figure.subplots(1, num_tasks, sharey=True)
+        for i, ax in enumerate(np.atleast_1d(axes)):
+            ax.plot(x, truth[i, :, 0], color="black", label="true")
+            ax.plot(x, unadapted[i, :, 0], color="grey", linestyle="--", label="before")
+            ax.plot(x, adapted[i, :, 0], color="tab:red", label="adapted")
+            ax.scatter(support_x[i, :, 0], support_y[i, :, 0], color="tab:blue", zorder=3)
+            ax.set_xlabel("x")
+        np.atleast_1d(axes)[0].legend(loc="lower left", fontsize="small")
+        figure.suptitle(title)
+        figure.tight_layout()
+        return {"adapted_fits": figure_to_image(figure)}
 
-def adapted_fits(learner, tasks: SineTasks, step: int) -> None:
-    """Logs `plot_adapted_fits` as an image summary."""
-    tf.summary.image("adapted_fits", figure_to_image(plot_adapted_fits(learner, tasks)), step=step)
+    return draw

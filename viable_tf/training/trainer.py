@@ -4,7 +4,14 @@ One call of the compiled step function runs many meta-updates in a
 `tf.while_loop`, so there is no Python round trip per meta-update. The tasks of
 meta-update t are drawn from the stateless seed (seed, t): a run killed at any
 point and restarted resumes from its last checkpoint and ends in exactly the
-state of an uninterrupted run.
+state of an uninterrupted run. The tasks of several meta-updates are drawn
+together, ahead of the loop that uses them (`draw_ahead`): drawn inside the loop's
+body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md).
+
+Around the compiled chunks the loop does as little as it can on the training
+thread: a checkpoint is one graph call (checkpoints.py), figures are drawn on a
+worker thread, the validation tasks are drawn once, and a chunk's summaries are
+one graph call.
 
 It writes, in a model directory D (see run_dir.RunDir for every file):
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
@@ -20,6 +27,7 @@ temporary folder (as tf.distribute requires every worker to save) and drop it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import shutil
@@ -36,8 +44,23 @@ from viable_tf.evaluation.protocols import validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
+from viable_tf.tasks.base import TaskBatch
 from viable_tf.training import summaries
+from viable_tf.training.checkpoints import CheckpointWriter
 from viable_tf.training.distribute import is_chief, replica_slice
+
+#: The tasks of several meta-updates are drawn together up to this size (Trainer.draw_ahead).
+DRAW_AHEAD_BYTES = 16 * 2**20
+
+
+def _log_chunk(step, updates, loss_sum, inner_sum, learning_rate, seconds) -> None:
+    """A chunk's training summaries (traced into one graph call by `Trainer.train`):
+    the means over its `updates` meta-updates, the learning rate after them, its rate."""
+    updates = tf.cast(updates, tf.float32)
+    tf.summary.scalar("train/meta_loss", loss_sum / updates, step=step)
+    tf.summary.scalar("train/inner_loss_pre", inner_sum / updates, step=step)
+    tf.summary.scalar("train/learning_rate", learning_rate, step=step)
+    tf.summary.scalar("train/meta_updates_per_second", updates / seconds, step=step)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -76,6 +99,9 @@ class Trainer:
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function.
+      draw_ahead: the tasks of this many meta-updates are drawn in one go, before
+        the updates (None: as many as fit `DRAW_AHEAD_BYTES`, at most
+        `steps_per_call`). The same tasks whatever its value.
       jit_compile: compile the meta-update with XLA (single device only). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
@@ -101,6 +127,7 @@ class Trainer:
         eval_every: int = 500,
         patience: int | None = None,
         steps_per_call: int = 100,
+        draw_ahead: int | None = None,
         jit_compile: bool = True,
         figure_every: int = 5_000,
         keep_checkpoints: int = 2,
@@ -117,6 +144,8 @@ class Trainer:
         ):
             if value < 1:
                 raise ValueError(f"Trainer.{name} must be >= 1, got {value}")
+        if draw_ahead is not None and draw_ahead < 1:
+            raise ValueError(f"Trainer.draw_ahead must be >= 1 or None, got {draw_ahead}")
         if clip_value is not None and not clip_value > 0:
             raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
         if patience is not None and patience < 1:
@@ -139,6 +168,7 @@ class Trainer:
         self.eval_every = eval_every
         self.patience = patience
         self.steps_per_call = steps_per_call
+        self.draw_ahead = draw_ahead
         self.figure_every = figure_every
         self.show_progress = show_progress and self.chief
 
@@ -180,14 +210,13 @@ class Trainer:
         write_dir = model_dir if self.chief else tempfile.mkdtemp(prefix="viable-worker-")
         self._scratch = None if self.chief else write_dir
         writes = RunDir(write_dir)
-        self.manager = tf.train.CheckpointManager(
+        self.manager = CheckpointWriter(
             checkpoint, writes.checkpoints, max_to_keep=keep_checkpoints
         )
-        self.best_manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(learner=self.learner, step=self.step),
-            writes.best,
-            max_to_keep=1,
+        self.best_manager = CheckpointWriter(
+            tf.train.Checkpoint(learner=self.learner, step=self.step), writes.best, max_to_keep=1
         )
+        self._figures = self._writer = self._pending_figure = None  # set by train()
         # XLA compiles single-device training only; multi-device functions run as graphs.
         self._train_chunk = tf.function(
             self._run_meta_updates, jit_compile=jit_compile and not distributed
@@ -195,10 +224,13 @@ class Trainer:
 
     # -- the compiled part -------------------------------------------------------
 
-    def _replica_gradients(self, seed: tf.Tensor):
+    def draw_tasks(self, step: tf.Tensor) -> TaskBatch:
+        """The meta-batch of meta-update `step`: B tasks drawn from the seed (seed, step)."""
+        return self.tasks.sample(seed_for(self.seed, step), self.meta_batch_size)
+
+    def _replica_gradients(self, batch: TaskBatch):
         """This replica's share of the meta-batch: (loss, inner loss, gradients), weighted
         by its share of B so that summing over replicas gives the global mean's."""
-        batch = self.tasks.sample(seed, self.meta_batch_size)  # the same tasks everywhere
         start, end = replica_slice(self.meta_batch_size)
         batch = type(batch)(*(t[start:end] for t in batch))
         share = tf.cast(end - start, tf.float32) / self.meta_batch_size
@@ -208,12 +240,15 @@ class Trainer:
         grads = tape.gradient(loss, self.variables)
         return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * share, grads
 
-    def meta_gradients(self) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
-        """(meta-loss, inner loss, clipped meta-gradients) on the tasks of step `step`,
-        summed over replicas: the same, up to rounding, whatever the replica count."""
-        per_replica = self.strategy.run(
-            self._replica_gradients, args=(seed_for(self.seed, self.step),)
-        )
+    def meta_gradients(
+        self, batch: TaskBatch | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+        """(meta-loss, inner loss, clipped meta-gradients) on `batch` (default: the tasks
+        of meta-update `step`), summed over replicas: the same, up to rounding, whatever
+        the replica count. Every replica gets the whole batch and takes its share."""
+        if batch is None:
+            batch = self.draw_tasks(self.step)
+        per_replica = self.strategy.run(self._replica_gradients, args=(batch,))
         loss, inner, grads = tf.nest.map_structure(
             lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), per_replica
         )
@@ -221,31 +256,64 @@ class Trainer:
             grads = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
         return loss, inner, grads
 
-    def _meta_update(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """One meta-update on the tasks of seed (seed, step); returns (loss, inner loss)."""
-        loss, inner, grads = self.meta_gradients()
+    def _meta_update(self, batch: TaskBatch) -> tuple[tf.Tensor, tf.Tensor]:
+        """One meta-update on `batch`; returns (loss, inner loss)."""
+        loss, inner, grads = self.meta_gradients(batch)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
         self.step.assign_add(1)
         return loss, inner
 
+    def _tasks_ahead(self, spec: TaskBatch) -> int:
+        """How many meta-updates' tasks are drawn in one go (see `draw_ahead`)."""
+        if self.draw_ahead is not None:
+            return self.draw_ahead
+        size = sum(t.shape.num_elements() * t.dtype.size for t in spec)
+        return int(max(1, min(self.steps_per_call, DRAW_AHEAD_BYTES // max(size, 1))))
+
     def _run_meta_updates(self, num_updates: tf.Tensor):
         """Up to `num_updates` meta-updates; stops at the first non-finite meta-loss.
 
+        The tasks of `_tasks_ahead` meta-updates are drawn in one go (the same tasks
+        as drawn one update at a time), then the updates run on them.
+
         Returns:
           (updates run, sum of meta-losses, sum of pre-update inner losses,
-          index of the first non-finite meta-loss or -1).
+          index of the first non-finite meta-loss or -1, learning rate after them).
         """
+        spec = tf.nest.map_structure(  # a batch traced for its shapes only (then pruned)
+            lambda t: tf.TensorSpec(t.shape, t.dtype), self.draw_tasks(tf.constant(0, tf.int64))
+        )
+        ahead = self._tasks_ahead(spec)
+
+        def draw_block(first_step):
+            steps = first_step + tf.range(ahead, dtype=tf.int64)
+            return tf.map_fn(
+                lambda step: tuple(self.draw_tasks(step)), steps, fn_output_signature=tuple(spec)
+            )
 
         def keep_going(i, loss_sum, inner_sum, first_bad):
             return tf.logical_and(i < num_updates, first_bad < 0)
 
-        def body(i, loss_sum, inner_sum, first_bad):
-            loss, inner = self._meta_update()
-            first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
-            return i + 1, loss_sum + loss, inner_sum + inner, first_bad
+        def run_block(i, loss_sum, inner_sum, first_bad):
+            block = draw_block(self.step.read_value())
+            block_end = tf.minimum(num_updates, i + ahead)
+            start = i
+
+            def block_going(i, loss_sum, inner_sum, first_bad):
+                return tf.logical_and(i < block_end, first_bad < 0)
+
+            def body(i, loss_sum, inner_sum, first_bad):
+                batch = TaskBatch(*(t[i - start] for t in block))
+                loss, inner = self._meta_update(batch)
+                first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
+                return i + 1, loss_sum + loss, inner_sum + inner, first_bad
+
+            return tf.while_loop(block_going, body, (i, loss_sum, inner_sum, first_bad))
 
         start = (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(-1))
-        return tf.while_loop(keep_going, body, start)
+        ran, loss_sum, inner_sum, first_bad = tf.while_loop(keep_going, run_block, start)
+        learning_rate = self.lr_schedule(self.optimizer.iterations)
+        return ran, loss_sum, inner_sum, first_bad, learning_rate
 
     # -- the Python loop ---------------------------------------------------------
 
@@ -270,9 +338,15 @@ class Trainer:
             writer = tf.summary.create_file_writer(self.model_dir)
         else:
             writer = tf.summary.create_noop_writer()
-        with writer.as_default():
+        with writer.as_default(), concurrent.futures.ThreadPoolExecutor(1) as figures:
+            self._figures, self._writer, self._pending_figure = figures, writer, None
             if self.chief:
                 summaries.operative_config(self.model_dir, step)
+            log_chunk = tf.function(  # one graph call writes a chunk's summaries
+                _log_chunk,
+                input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32)]
+                + [tf.TensorSpec([], tf.float32)] * 4,
+            )
             bar = tqdm(
                 total=self.num_steps,
                 initial=step,
@@ -280,34 +354,34 @@ class Trainer:
                 disable=not self.show_progress,
                 dynamic_ncols=True,
             )
-            while step < self.num_steps and not bool(self.stopped_early.numpy()):
-                chunk = min(self.steps_per_call, self.eval_every - step % self.eval_every)
-                chunk = min(chunk, self.num_steps - step)
-                start_time = time.perf_counter()
-                try:
-                    ran, loss_sum, inner_sum, first_bad = self._train_chunk(tf.constant(chunk))
-                except _PEER_FAILURES as error:
-                    bar.close()
-                    raise WorkerLostError(self._worker_lost_message(step, error)) from None
-                seconds = time.perf_counter() - start_time
-                if int(first_bad) >= 0:
-                    bar.close()
-                    raise NonFiniteLossError(self._non_finite_message(step + int(first_bad) + 1))
-                step += int(ran)
-                bar.update(int(ran))
-                mean_loss = float(loss_sum) / int(ran)
-                tf.summary.scalar("train/meta_loss", mean_loss, step=step)
-                tf.summary.scalar("train/inner_loss_pre", float(inner_sum) / int(ran), step=step)
-                tf.summary.scalar(
-                    "train/learning_rate", self.lr_schedule(self.optimizer.iterations), step=step
-                )
-                tf.summary.scalar("train/meta_updates_per_second", int(ran) / seconds, step=step)
-                postfix = {"meta_loss": f"{mean_loss:.4f}"}
-                if step % self.eval_every == 0 or step == self.num_steps:
-                    value = self._validate_and_checkpoint(step)
-                    postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
-                bar.set_postfix(postfix, refresh=False)
-            bar.close()
+            try:
+                while step < self.num_steps and not bool(self.stopped_early.numpy()):
+                    chunk = min(self.steps_per_call, self.eval_every - step % self.eval_every)
+                    chunk = min(chunk, self.num_steps - step)
+                    start_time = time.perf_counter()
+                    try:
+                        ran, loss_sum, inner_sum, first_bad, lr = self._train_chunk(
+                            tf.constant(chunk)
+                        )
+                        ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
+                    except _PEER_FAILURES as error:
+                        raise WorkerLostError(self._worker_lost_message(step, error)) from None
+                    seconds = time.perf_counter() - start_time
+                    if first_bad >= 0:
+                        raise NonFiniteLossError(self._non_finite_message(step + first_bad + 1))
+                    step += ran
+                    bar.update(ran)
+                    log_chunk(tf.constant(step, tf.int64), ran, loss_sum, inner_sum, lr, seconds)
+                    postfix = {"meta_loss": f"{float(loss_sum) / ran:.4f}"}
+                    if step % self.eval_every == 0 or step == self.num_steps:
+                        value = self._validate_and_checkpoint(step)
+                        postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
+                    bar.set_postfix(postfix, refresh=False)
+            finally:
+                bar.close()
+                figure, self._pending_figure = self._pending_figure, None
+            if figure is not None:
+                figure.result()  # raises what drawing raised
         writer.flush()
         self._drop_scratch()
 
@@ -339,9 +413,31 @@ class Trainer:
             if self.patience is not None and int(self.evals_since_best.numpy()) >= self.patience:
                 self.stopped_early.assign(True)
         if self.chief and self.figure_every and step % self.figure_every == 0:
-            self.tasks.log_figures(self.learner, step)
+            self._log_figures(step)
         self.manager.save(checkpoint_number=step)
         return result.mean
+
+    def _log_figures(self, step: int) -> None:
+        """The task family's figures at `step`: computed here, drawn and written on the
+        figure thread, one at a time (an error there surfaces at the next figure or at
+        the end of training)."""
+        draw = self.tasks.figures(self.learner)
+        if draw is None:
+            return
+        if self._figures is None:  # outside train(): draw here
+            for name, image in draw().items():
+                tf.summary.image(name, image, step=step)
+            return
+        if self._pending_figure is not None:
+            self._pending_figure.result()
+        writer = self._writer  # the default summary writer is per thread: hand it over
+
+        def draw_and_write():
+            with writer.as_default():
+                for name, image in draw().items():
+                    tf.summary.image(name, image, step=step)
+
+        self._pending_figure = self._figures.submit(draw_and_write)
 
     def _non_finite_message(self, bad_step: int) -> str:
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
