@@ -1,6 +1,12 @@
 """Cost of relVIABLE's 2 x 1,500 relation loss network on Mini-ImageNet-shaped episodes.
 
     .venv/bin/python benchmarks/relation_network.py [--meta_batch_size 8] [--repeats 5]
+    .venv/bin/python benchmarks/relation_network.py --modes [--settings 5w1s,5w5s,20w1s,20w5s]
+
+`--modes`: the shipped relVIABLE (tanh) per setting, its meta-update compiled with
+XLA (float32), run on TensorFlow's own kernels (oneDNN, float32), and with the pair
+layers in bfloat16 (oneDNN): seconds per meta-update, peak memory and the ratio to
+CAVIA's meta-update (XLA) at the same setting.
 
 One meta-update as training runs it (second-order meta-gradient through 2 inner
 steps, Adam), on synthetic episodes of LEO's shapes (640-d inputs, N-way K-shot,
@@ -51,7 +57,14 @@ def episodes(batch_size: int, ways: int, shots: int, seed: int = 0) -> TaskBatch
     return TaskBatch(support_x, support_y, tf.ones(support_y.shape, tf.bool), query_x, query_y)
 
 
-def make_learner(method: str, ways: int, *, decomposed: bool = True):
+def make_learner(
+    method: str,
+    ways: int,
+    *,
+    decomposed: bool = True,
+    activation: str = "relu",
+    compute_dtype: str = "float32",
+):
     keras.utils.set_random_seed(0)
     common = {
         "input_dim": EMBEDDING_DIM,
@@ -65,7 +78,11 @@ def make_learner(method: str, ways: int, *, decomposed: bool = True):
         return CAVIA(**common)
     return VIABLE(
         loss_network=lambda: RelationLossNetwork(
-            hidden_units=(1500, 1500), include_inputs=True, decomposed=decomposed
+            hidden_units=(1500, 1500),
+            include_inputs=True,
+            decomposed=decomposed,
+            activation=activation,
+            compute_dtype=compute_dtype,
         ),
         **common,
     )
@@ -87,8 +104,8 @@ def meta_update_fn(learner, jit_compile: bool):
     return step
 
 
-def seconds_per_update(learner, batch, repeats: int) -> float:
-    step = meta_update_fn(learner, jit_compile=True)
+def seconds_per_update(learner, batch, repeats: int, jit_compile: bool = True) -> float:
+    step = meta_update_fn(learner, jit_compile=jit_compile)
     float(step(batch))  # compile and warm up
     times = []
     for _ in range(repeats):
@@ -108,8 +125,40 @@ def peak_bytes(learner, batch) -> int:
     return tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
 
 
+SETTINGS = {"5w1s": (5, 1), "5w5s": (5, 5), "20w1s": (20, 1), "20w5s": (20, 5)}
+MODES = {  # label: (XLA, compute dtype of the pair layers)
+    "float32, XLA": (True, "float32"),
+    "float32, oneDNN": (False, "float32"),
+    "bfloat16, oneDNN": (False, "bfloat16"),
+}
+
+
+def modes_table(settings: list[str], batch_size: int, repeats: int) -> None:
+    print("| setting | B | mode | s / meta-update | vs CAVIA | peak memory (MiB) |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name in settings:
+        ways, shots = SETTINGS[name]
+        batch = episodes(batch_size, ways, shots)
+        cavia = seconds_per_update(make_learner("cavia", ways), batch, 5)
+        slow = ways * shots * batch_size > 400
+        for label, (xla, dtype) in MODES.items():
+
+            def learner(dtype=dtype, ways=ways):
+                return make_learner("relviable", ways, activation="tanh", compute_dtype=dtype)
+
+            seconds = seconds_per_update(learner(), batch, 2 if slow else repeats, xla)
+            memory = "—" if xla else f"{peak_bytes(learner(), batch) / 2**20:,.0f}"
+            print(
+                f"| {name} | {batch_size} | {label} | {seconds:.3f} | {seconds / cavia:,.0f}x "
+                f"| {memory} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--modes", action="store_true", help="XLA vs oneDNN vs bfloat16")
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="for --modes")
     parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
@@ -117,6 +166,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     b = args.meta_batch_size
+    if args.modes:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
+        modes_table(args.settings.split(","), b, args.repeats)
+        return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
         f"640-d inputs, 800 hidden, C = 100, 2 inner steps (second order), "

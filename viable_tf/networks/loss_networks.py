@@ -33,6 +33,14 @@ from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
 from viable_tf.ops import masked_mean
 
+#: The relation network's hidden layers may compute in bfloat16 (`compute_dtype`): the
+#: per-pair pre-activations, hidden layers and output run in it; the variables, the
+#: first layer's per-point products, the loss and every gradient stay float32.
+COMPUTE_DTYPES = {
+    "float32": keras.DTypePolicy("float32"),
+    "bfloat16": keras.DTypePolicy("mixed_bfloat16"),
+}
+
 
 def _validate(hidden_units: Sequence[int]) -> tuple[int, ...]:
     units = tuple(int(u) for u in hidden_units)
@@ -52,9 +60,15 @@ class _LossNetwork(keras.layers.Layer):
         output_activation: str | None = None,
         include_inputs: bool,
         init: str = "torch",
+        compute_dtype: str = "float32",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if compute_dtype not in COMPUTE_DTYPES:
+            raise ValueError(
+                f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, got {compute_dtype!r}"
+            )
+        self.compute_dtype_name = compute_dtype
         self.hidden_units = _validate(hidden_units)
         self.init = initializers.check_init(init)
         self.activation = keras.activations.get(activation)
@@ -74,6 +88,7 @@ class _LossNetwork(keras.layers.Layer):
             units,
             activation=activation,
             use_bias=use_bias,
+            dtype=COMPUTE_DTYPES[self.compute_dtype_name],
             kernel_initializer=initializers.kernel_initializer(
                 self.init, fan_in=fan_in, fan_out=units
             ),
@@ -93,11 +108,12 @@ class _LossNetwork(keras.layers.Layer):
         self._output.build((None, width))
 
     def _tail(self, hidden: tf.Tensor) -> tf.Tensor:
-        """First-layer pre-activations [..., H] -> one number per point or pair [...]."""
+        """First-layer pre-activations [..., H] -> one number per point or pair [...],
+        float32 whatever the compute dtype."""
         h = self.activation(hidden)
         for layer in self._hidden:
             h = layer(h)
-        return tf.squeeze(self._output(h), -1)
+        return tf.cast(tf.squeeze(self._output(h), -1), tf.float32)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -107,6 +123,7 @@ class _LossNetwork(keras.layers.Layer):
             output_activation=keras.activations.serialize(self.output_activation),
             include_inputs=self.include_inputs,
             init=self.init,
+            compute_dtype=self.compute_dtype_name,
         )
         return config
 
@@ -178,6 +195,7 @@ class RelationLossNetwork(_LossNetwork):
         decomposed: bool = True,
         symmetric_init: bool = False,
         init: str = "torch",
+        compute_dtype: str = "float32",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -186,6 +204,7 @@ class RelationLossNetwork(_LossNetwork):
             output_activation=output_activation,
             include_inputs=include_inputs,
             init=init,
+            compute_dtype=compute_dtype,
             **kwargs,
         )
         self.decomposed = decomposed  # False: materialise every pair (benchmarks only)
@@ -226,7 +245,9 @@ class RelationLossNetwork(_LossNetwork):
         """features [B, K, F] -> learned loss of every ordered pair [B, K, K] (j, k)."""
         first = tf.tensordot(features, self.kernel_first, axes=1)  # [B, K, H]
         second = tf.tensordot(features, self.kernel_second, axes=1)  # [B, K, H]
-        hidden = first[:, :, None, :] + second[:, None, :, :] + self.bias  # [B, K, K, H]
+        dtype = COMPUTE_DTYPES[self.compute_dtype_name].compute_dtype
+        first, second, bias = (tf.cast(t, dtype) for t in (first, second, self.bias))
+        hidden = first[:, :, None, :] + second[:, None, :, :] + bias  # [B, K, K, H]
         return self._tail(hidden)  # [B, K, K]
 
     def naive_pair_losses(self, features: tf.Tensor) -> tf.Tensor:
