@@ -335,7 +335,9 @@ class Trainer:
                 flush=True,
             )
         if self.chief:
-            writer = tf.summary.create_file_writer(self.model_dir)
+            # Flushed at each validation (below), not every 10 summaries: a flush is a
+            # file write on the training thread.
+            writer = tf.summary.create_file_writer(self.model_dir, max_queue=10_000)
         else:
             writer = tf.summary.create_noop_writer()
         with writer.as_default(), concurrent.futures.ThreadPoolExecutor(1) as figures:
@@ -376,6 +378,7 @@ class Trainer:
                     if step % self.eval_every == 0 or step == self.num_steps:
                         value = self._validate_and_checkpoint(step)
                         postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
+                        writer.flush()  # the summaries up to the checkpoint just written
                     bar.set_postfix(postfix, refresh=False)
             finally:
                 bar.close()
