@@ -46,6 +46,7 @@ def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> flo
             tasks=SineTasks(num_support=10, num_query=10),
             learner=make_learner,
             meta_batch_size=25,
+            steps_per_call=steps,
             jit_compile=jit_compile,
             show_progress=False,
         )
@@ -55,20 +56,22 @@ def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> flo
 def measure_config(name: str, *, steps: int, repeats: int) -> float:
     """The rate of a shipped config's trainer, built by gin as viable-train builds it."""
     gin.clear_config()
-    config.parse([name], ["Trainer.show_progress=False"])
+    config.parse([name], ["Trainer.show_progress=False", f"Trainer.steps_per_call={steps}"])
     with tempfile.TemporaryDirectory() as model_dir:
         return chunk_rate(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)
 
 
 def chunk_rate(trainer: Trainer, *, steps: int, repeats: int) -> float:
-    """Meta-updates per second of the trainer's compiled chunk (best of `repeats`)."""
+    """Meta-updates per second of the trainer's compiled chunk of `steps` meta-updates
+    (best of `repeats`); the trainer must be built with `steps_per_call >= steps`."""
     trainer._train_chunk(tf.constant(100))  # compile and warm up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        ran = trainer._train_chunk(tf.constant(steps))[0]
-        int(ran)  # wait for the result
+        ran = int(trainer._train_chunk(tf.constant(steps))[0])  # waits for the result
         best = min(best, time.perf_counter() - start)
+        if ran != steps:
+            raise ValueError(f"the chunk ran {ran} of {steps} meta-updates: raise steps_per_call")
     return steps / best
 
 

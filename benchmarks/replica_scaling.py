@@ -26,6 +26,7 @@ from viable_tf.training import Trainer, make_strategy
 
 
 def rate(strategy, batch_size: int, *, jit_compile: bool) -> float:
+    steps = max(30, 15_000 // batch_size)
     trainer = Trainer(
         model_dir=tempfile.mkdtemp(),
         tasks=SineTasks(),
@@ -34,8 +35,8 @@ def rate(strategy, batch_size: int, *, jit_compile: bool) -> float:
         jit_compile=jit_compile,
         show_progress=False,
         strategy=strategy,
+        steps_per_call=steps,
     )
-    steps = max(30, 15_000 // batch_size)
     trainer._train_chunk(tf.constant(5))  # trace, compile, warm up
     best = float("inf")
     for _ in range(3):

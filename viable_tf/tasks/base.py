@@ -80,5 +80,5 @@ class TaskFamily(abc.ABC):
     def figures(self, learner) -> Callable[[], dict[str, tf.Tensor]] | None:
         """TensorBoard figures of `learner` as it is now, or None (the default): what
         they show is computed at once, and the returned function draws them, {name:
-        uint8 image [1, H, W, C]}, on another thread while the learner trains on."""
+        uint8 image [1, H, W, C]}, from those numbers alone (the learner may train on)."""
         return None

@@ -9,9 +9,10 @@ together, ahead of the loop that uses them (`draw_ahead`): drawn inside the loop
 body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md).
 
 Around the compiled chunks the loop does as little as it can on the training
-thread: a checkpoint is one graph call (checkpoints.py), figures are drawn on a
-worker thread, the validation tasks are drawn once, and a chunk's summaries are
-one graph call.
+thread: a call of the compiled function runs up to a validation (500 updates) and
+returns every update's losses, so that summaries keep their 100-update points; a
+checkpoint is one graph call (checkpoints.py); the validation tasks are drawn once;
+summaries are flushed at each validation.
 
 It writes, in a model directory D (see run_dir.RunDir for every file):
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
@@ -27,7 +28,6 @@ temporary folder (as tf.distribute requires every worker to save) and drop it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
 import os
 import shutil
@@ -53,14 +53,12 @@ from viable_tf.training.distribute import is_chief, replica_slice
 DRAW_AHEAD_BYTES = 16 * 2**20
 
 
-def _log_chunk(step, updates, loss_sum, inner_sum, learning_rate, seconds) -> None:
-    """A chunk's training summaries (traced into one graph call by `Trainer.train`):
-    the means over its `updates` meta-updates, the learning rate after them, its rate."""
-    updates = tf.cast(updates, tf.float32)
-    tf.summary.scalar("train/meta_loss", loss_sum / updates, step=step)
-    tf.summary.scalar("train/inner_loss_pre", inner_sum / updates, step=step)
+def _summary_point(step, meta_loss, inner_loss_pre, learning_rate, updates_per_second) -> None:
+    """One point of the training summaries (traced into one graph call by `Trainer.train`)."""
+    tf.summary.scalar("train/meta_loss", meta_loss, step=step)
+    tf.summary.scalar("train/inner_loss_pre", inner_loss_pre, step=step)
     tf.summary.scalar("train/learning_rate", learning_rate, step=step)
-    tf.summary.scalar("train/meta_updates_per_second", updates / seconds, step=step)
+    tf.summary.scalar("train/meta_updates_per_second", updates_per_second, step=step)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -98,7 +96,9 @@ class Trainer:
         clip_value], as in the public CAVIA code; None disables clipping.
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
-      steps_per_call: meta-updates per call of the compiled step function.
+      steps_per_call: meta-updates per call of the compiled step function (at most;
+        a call also ends at each validation).
+      summary_every: a point of the training summaries every this many meta-updates.
       draw_ahead: the tasks of this many meta-updates are drawn in one go, before
         the updates (None: as many as fit `DRAW_AHEAD_BYTES`, at most
         `steps_per_call`). The same tasks whatever its value.
@@ -126,7 +126,8 @@ class Trainer:
         clip_value: float | None = 10.0,
         eval_every: int = 500,
         patience: int | None = None,
-        steps_per_call: int = 100,
+        steps_per_call: int = 500,
+        summary_every: int = 100,
         draw_ahead: int | None = None,
         jit_compile: bool = True,
         figure_every: int = 5_000,
@@ -139,6 +140,7 @@ class Trainer:
             ("meta_batch_size", meta_batch_size),
             ("eval_every", eval_every),
             ("steps_per_call", steps_per_call),
+            ("summary_every", summary_every),
             ("lr_decay_steps", lr_decay_steps),
             ("keep_checkpoints", keep_checkpoints),
         ):
@@ -168,6 +170,7 @@ class Trainer:
         self.eval_every = eval_every
         self.patience = patience
         self.steps_per_call = steps_per_call
+        self.summary_every = summary_every
         self.draw_ahead = draw_ahead
         self.figure_every = figure_every
         self.show_progress = show_progress and self.chief
@@ -216,7 +219,6 @@ class Trainer:
         self.best_manager = CheckpointWriter(
             tf.train.Checkpoint(learner=self.learner, step=self.step), writes.best, max_to_keep=1
         )
-        self._figures = self._writer = self._pending_figure = None  # set by train()
         # XLA compiles single-device training only; multi-device functions run as graphs.
         self._train_chunk = tf.function(
             self._run_meta_updates, jit_compile=jit_compile and not distributed
@@ -271,19 +273,22 @@ class Trainer:
         return int(max(1, min(self.steps_per_call, DRAW_AHEAD_BYTES // max(size, 1))))
 
     def _run_meta_updates(self, num_updates: tf.Tensor):
-        """Up to `num_updates` meta-updates; stops at the first non-finite meta-loss.
+        """Up to `num_updates` (at most `steps_per_call`) meta-updates; stops at the
+        first non-finite meta-loss.
 
         The tasks of `_tasks_ahead` meta-updates are drawn in one go (the same tasks
         as drawn one update at a time), then the updates run on them.
 
         Returns:
-          (updates run, sum of meta-losses, sum of pre-update inner losses,
-          index of the first non-finite meta-loss or -1, learning rate after them).
+          (updates run, then per update [steps_per_call], the first `updates run`
+          filled: meta-loss, pre-update inner loss, learning rate after it; and the
+          index of the first non-finite meta-loss or -1).
         """
         spec = tf.nest.map_structure(  # a batch traced for its shapes only (then pruned)
             lambda t: tf.TensorSpec(t.shape, t.dtype), self.draw_tasks(tf.constant(0, tf.int64))
         )
         ahead = self._tasks_ahead(spec)
+        num_updates = tf.minimum(num_updates, self.steps_per_call)
 
         def draw_block(first_step):
             steps = first_step + tf.range(ahead, dtype=tf.int64)
@@ -291,29 +296,32 @@ class Trainer:
                 lambda step: tuple(self.draw_tasks(step)), steps, fn_output_signature=tuple(spec)
             )
 
-        def keep_going(i, loss_sum, inner_sum, first_bad):
+        def keep_going(i, records, first_bad):
             return tf.logical_and(i < num_updates, first_bad < 0)
 
-        def run_block(i, loss_sum, inner_sum, first_bad):
+        def run_block(i, records, first_bad):
             block = draw_block(self.step.read_value())
             block_end = tf.minimum(num_updates, i + ahead)
             start = i
 
-            def block_going(i, loss_sum, inner_sum, first_bad):
+            def block_going(i, records, first_bad):
                 return tf.logical_and(i < block_end, first_bad < 0)
 
-            def body(i, loss_sum, inner_sum, first_bad):
+            def body(i, records, first_bad):
                 batch = TaskBatch(*(t[i - start] for t in block))
                 loss, inner = self._meta_update(batch)
+                learning_rate = self.lr_schedule(self.optimizer.iterations)
+                record = tf.stack([loss, inner, tf.cast(learning_rate, tf.float32)])
+                records = tf.tensor_scatter_nd_update(records, [[i]], record[None])
                 first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
-                return i + 1, loss_sum + loss, inner_sum + inner, first_bad
+                return i + 1, records, first_bad
 
-            return tf.while_loop(block_going, body, (i, loss_sum, inner_sum, first_bad))
+            return tf.while_loop(block_going, body, (i, records, first_bad))
 
-        start = (tf.constant(0), tf.constant(0.0), tf.constant(0.0), tf.constant(-1))
-        ran, loss_sum, inner_sum, first_bad = tf.while_loop(keep_going, run_block, start)
-        learning_rate = self.lr_schedule(self.optimizer.iterations)
-        return ran, loss_sum, inner_sum, first_bad, learning_rate
+        records = tf.zeros([self.steps_per_call, 3])
+        start = (tf.constant(0), records, tf.constant(-1))
+        ran, records, first_bad = tf.while_loop(keep_going, run_block, start)
+        return ran, records[:, 0], records[:, 1], records[:, 2], first_bad
 
     # -- the Python loop ---------------------------------------------------------
 
@@ -340,14 +348,12 @@ class Trainer:
             writer = tf.summary.create_file_writer(self.model_dir, max_queue=10_000)
         else:
             writer = tf.summary.create_noop_writer()
-        with writer.as_default(), concurrent.futures.ThreadPoolExecutor(1) as figures:
-            self._figures, self._writer, self._pending_figure = figures, writer, None
+        with writer.as_default():
             if self.chief:
                 summaries.operative_config(self.model_dir, step)
-            log_chunk = tf.function(  # one graph call writes a chunk's summaries
-                _log_chunk,
-                input_signature=[tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int32)]
-                + [tf.TensorSpec([], tf.float32)] * 4,
+            log_point = tf.function(  # one graph call writes a summary point
+                _summary_point,
+                input_signature=[tf.TensorSpec([], tf.int64)] + [tf.TensorSpec([], tf.float32)] * 4,
             )
             bar = tqdm(
                 total=self.num_steps,
@@ -362,19 +368,18 @@ class Trainer:
                     chunk = min(chunk, self.num_steps - step)
                     start_time = time.perf_counter()
                     try:
-                        ran, loss_sum, inner_sum, first_bad, lr = self._train_chunk(
-                            tf.constant(chunk)
-                        )
+                        ran, losses, inner, rates, first_bad = self._train_chunk(tf.constant(chunk))
                         ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
                     except _PEER_FAILURES as error:
                         raise WorkerLostError(self._worker_lost_message(step, error)) from None
                     seconds = time.perf_counter() - start_time
                     if first_bad >= 0:
                         raise NonFiniteLossError(self._non_finite_message(step + first_bad + 1))
+                    losses, inner, rates = (t.numpy()[:ran] for t in (losses, inner, rates))
+                    self._log_updates(log_point, step, losses, inner, rates, ran / seconds)
                     step += ran
                     bar.update(ran)
-                    log_chunk(tf.constant(step, tf.int64), ran, loss_sum, inner_sum, lr, seconds)
-                    postfix = {"meta_loss": f"{float(loss_sum) / ran:.4f}"}
+                    postfix = {"meta_loss": f"{losses.mean():.4f}"}
                     if step % self.eval_every == 0 or step == self.num_steps:
                         value = self._validate_and_checkpoint(step)
                         postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
@@ -382,11 +387,25 @@ class Trainer:
                     bar.set_postfix(postfix, refresh=False)
             finally:
                 bar.close()
-                figure, self._pending_figure = self._pending_figure, None
-            if figure is not None:
-                figure.result()  # raises what drawing raised
         writer.flush()
         self._drop_scratch()
+
+    def _log_updates(self, log, step, losses, inner, rates, updates_per_second) -> None:
+        """Training summaries of the updates after `step`: a point every `summary_every`
+        meta-updates (the means since the previous point) and at the chunk's end."""
+        first = step
+        for end in range(step + 1, step + len(losses) + 1):
+            if end % self.summary_every and end != step + len(losses):
+                continue
+            part = slice(first - step, end - step)
+            log(
+                tf.constant(end, tf.int64),
+                float(losses[part].mean()),
+                float(inner[part].mean()),
+                float(rates[end - step - 1]),
+                updates_per_second,
+            )
+            first = end
 
     def _drop_scratch(self) -> None:
         if self._scratch is not None:
@@ -421,26 +440,12 @@ class Trainer:
         return result.mean
 
     def _log_figures(self, step: int) -> None:
-        """The task family's figures at `step`: computed here, drawn and written on the
-        figure thread, one at a time (an error there surfaces at the next figure or at
-        the end of training)."""
+        """The task family's figures at `step`, drawn here: on a worker thread they cost
+        the training loop more than drawn in it (they share the GIL; docs/BENCHMARKS.md)."""
         draw = self.tasks.figures(self.learner)
-        if draw is None:
-            return
-        if self._figures is None:  # outside train(): draw here
+        if draw is not None:
             for name, image in draw().items():
                 tf.summary.image(name, image, step=step)
-            return
-        if self._pending_figure is not None:
-            self._pending_figure.result()
-        writer = self._writer  # the default summary writer is per thread: hand it over
-
-        def draw_and_write():
-            with writer.as_default():
-                for name, image in draw().items():
-                    tf.summary.image(name, image, step=step)
-
-        self._pending_figure = self._figures.submit(draw_and_write)
 
     def _non_finite_message(self, bad_step: int) -> str:
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
