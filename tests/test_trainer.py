@@ -285,3 +285,18 @@ def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
     assert not any(name.startswith("ckpt-200") for name in os.listdir(moved))
     with pytest.raises(ValueError, match="max_to_keep must be >= 1"):
         CheckpointWriter(fresh(0.0), moved, max_to_keep=0)
+
+
+def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path):
+    """One compiled call runs up to the validation, yet the training curves keep a point
+    every `summary_every` updates (and one at the end), each the mean of its updates."""
+    trainer = _trainer(tmp_path, num_steps=250, eval_every=250, steps_per_call=500)
+    trainer.train()
+    points = {}
+    for name in os.listdir(tmp_path):
+        if name.startswith("events"):
+            for event in tf.compat.v1.train.summary_iterator(str(tmp_path / name)):
+                for value in event.summary.value:
+                    points.setdefault(value.tag, []).append(event.step)
+    assert points["train/meta_loss"] == [100, 200, 250]
+    assert points["train/learning_rate"] == [100, 200, 250]

@@ -10,7 +10,7 @@ body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md)
 
 Around the compiled chunks the loop does as little as it can on the training
 thread: a call of the compiled function runs up to a validation (500 updates) and
-returns every update's losses, so that summaries keep their 100-update points; a
+returns the losses summed per 100 updates, so that summaries keep their points; a
 checkpoint is one graph call (checkpoints.py); the validation tasks are drawn once;
 summaries are flushed at each validation.
 
@@ -49,7 +49,10 @@ from viable_tf.training import summaries
 from viable_tf.training.checkpoints import CheckpointWriter
 from viable_tf.training.distribute import is_chief, replica_slice
 
-#: The tasks of several meta-updates are drawn together up to this size (Trainer.draw_ahead).
+#: The tasks of several meta-updates are drawn together (Trainer.draw_ahead), up to
+#: this many updates and this size (a block is drawn whole, even where a call ends
+#: sooner).
+DRAW_AHEAD_UPDATES = 100
 DRAW_AHEAD_BYTES = 16 * 2**20
 
 
@@ -100,8 +103,9 @@ class Trainer:
         a call also ends at each validation).
       summary_every: a point of the training summaries every this many meta-updates.
       draw_ahead: the tasks of this many meta-updates are drawn in one go, before
-        the updates (None: as many as fit `DRAW_AHEAD_BYTES`, at most
-        `steps_per_call`). The same tasks whatever its value.
+        the updates (None: `DRAW_AHEAD_UPDATES`, fewer where their tasks would
+        exceed `DRAW_AHEAD_BYTES` or `steps_per_call`). The same tasks whatever its
+        value.
       jit_compile: compile the meta-update with XLA (single device only). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
@@ -270,7 +274,8 @@ class Trainer:
         if self.draw_ahead is not None:
             return self.draw_ahead
         size = sum(t.shape.num_elements() * t.dtype.size for t in spec)
-        return int(max(1, min(self.steps_per_call, DRAW_AHEAD_BYTES // max(size, 1))))
+        most = min(self.steps_per_call, DRAW_AHEAD_BYTES // max(size, 1), DRAW_AHEAD_UPDATES)
+        return int(max(1, most))
 
     def _run_meta_updates(self, num_updates: tf.Tensor):
         """Up to `num_updates` (at most `steps_per_call`) meta-updates; stops at the
@@ -280,15 +285,18 @@ class Trainer:
         as drawn one update at a time), then the updates run on them.
 
         Returns:
-          (updates run, then per update [steps_per_call], the first `updates run`
-          filled: meta-loss, pre-update inner loss, learning rate after it; and the
-          index of the first non-finite meta-loss or -1).
+          (updates run; per summary segment [S], the updates between two multiples of
+          `summary_every`, in order: sums of meta-losses and of pre-update inner
+          losses, update counts (0 for a segment not reached) and the learning rate
+          after its last update; the index of the first non-finite meta-loss or -1).
         """
         spec = tf.nest.map_structure(  # a batch traced for its shapes only (then pruned)
             lambda t: tf.TensorSpec(t.shape, t.dtype), self.draw_tasks(tf.constant(0, tf.int64))
         )
         ahead = self._tasks_ahead(spec)
         num_updates = tf.minimum(num_updates, self.steps_per_call)
+        every = tf.constant(self.summary_every, tf.int64)
+        first_segment = self.step.read_value() // every
 
         def draw_block(first_step):
             steps = first_step + tf.range(ahead, dtype=tf.int64)
@@ -296,32 +304,37 @@ class Trainer:
                 lambda step: tuple(self.draw_tasks(step)), steps, fn_output_signature=tuple(spec)
             )
 
-        def keep_going(i, records, first_bad):
+        def keep_going(i, sums, first_bad):
             return tf.logical_and(i < num_updates, first_bad < 0)
 
-        def run_block(i, records, first_bad):
+        def run_block(i, sums, first_bad):
             block = draw_block(self.step.read_value())
             block_end = tf.minimum(num_updates, i + ahead)
             start = i
 
-            def block_going(i, records, first_bad):
+            def block_going(i, sums, first_bad):
                 return tf.logical_and(i < block_end, first_bad < 0)
 
-            def body(i, records, first_bad):
+            def body(i, sums, first_bad):
+                segment = self.step.read_value() // every - first_segment
                 batch = TaskBatch(*(t[i - start] for t in block))
                 loss, inner = self._meta_update(batch)
-                learning_rate = self.lr_schedule(self.optimizer.iterations)
-                record = tf.stack([loss, inner, tf.cast(learning_rate, tf.float32)])
-                records = tf.tensor_scatter_nd_update(records, [[i]], record[None])
+                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [tf.stack([loss, inner, 1.0])])
                 first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
-                return i + 1, records, first_bad
+                return i + 1, sums, first_bad
 
-            return tf.while_loop(block_going, body, (i, records, first_bad))
+            return tf.while_loop(block_going, body, (i, sums, first_bad))
 
-        records = tf.zeros([self.steps_per_call, 3])
-        start = (tf.constant(0), records, tf.constant(-1))
-        ran, records, first_bad = tf.while_loop(keep_going, run_block, start)
-        return ran, records[:, 0], records[:, 1], records[:, 2], first_bad
+        # A tiny carry: a buffer of every update's losses made XLA's loop copy it.
+        sums = tf.zeros([self.steps_per_call // self.summary_every + 2, 3])
+        ran, sums, first_bad = tf.while_loop(
+            keep_going, run_block, (tf.constant(0), sums, tf.constant(-1))
+        )
+        # The learning rate after each segment's last update (iterations = updates).
+        counts = tf.cast(sums[:, 2], tf.int64)
+        ends = self.optimizer.iterations - tf.cast(ran, tf.int64) + tf.cumsum(counts)
+        rates = tf.cast(self.lr_schedule(ends), tf.float32)
+        return ran, sums[:, 0], sums[:, 1], sums[:, 2], rates, first_bad
 
     # -- the Python loop ---------------------------------------------------------
 
@@ -368,18 +381,30 @@ class Trainer:
                     chunk = min(chunk, self.num_steps - step)
                     start_time = time.perf_counter()
                     try:
-                        ran, losses, inner, rates, first_bad = self._train_chunk(tf.constant(chunk))
+                        ran, *segments, first_bad = self._train_chunk(tf.constant(chunk))
                         ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
                     except _PEER_FAILURES as error:
                         raise WorkerLostError(self._worker_lost_message(step, error)) from None
                     seconds = time.perf_counter() - start_time
                     if first_bad >= 0:
                         raise NonFiniteLossError(self._non_finite_message(step + first_bad + 1))
-                    losses, inner, rates = (t.numpy()[:ran] for t in (losses, inner, rates))
-                    self._log_updates(log_point, step, losses, inner, rates, ran / seconds)
+                    loss_sums, inner_sums, counts, rates = (t.numpy() for t in segments)
+                    end = step
+                    for loss_sum, inner_sum, count, rate in zip(
+                        loss_sums, inner_sums, counts, rates, strict=True
+                    ):
+                        if count:  # a point every summary_every updates, and at the end
+                            end += int(count)
+                            log_point(
+                                tf.constant(end, tf.int64),
+                                loss_sum / count,
+                                inner_sum / count,
+                                rate,
+                                ran / seconds,
+                            )
                     step += ran
                     bar.update(ran)
-                    postfix = {"meta_loss": f"{losses.mean():.4f}"}
+                    postfix = {"meta_loss": f"{loss_sums.sum() / ran:.4f}"}
                     if step % self.eval_every == 0 or step == self.num_steps:
                         value = self._validate_and_checkpoint(step)
                         postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
@@ -389,23 +414,6 @@ class Trainer:
                 bar.close()
         writer.flush()
         self._drop_scratch()
-
-    def _log_updates(self, log, step, losses, inner, rates, updates_per_second) -> None:
-        """Training summaries of the updates after `step`: a point every `summary_every`
-        meta-updates (the means since the previous point) and at the chunk's end."""
-        first = step
-        for end in range(step + 1, step + len(losses) + 1):
-            if end % self.summary_every and end != step + len(losses):
-                continue
-            part = slice(first - step, end - step)
-            log(
-                tf.constant(end, tf.int64),
-                float(losses[part].mean()),
-                float(inner[part].mean()),
-                float(rates[end - step - 1]),
-                updates_per_second,
-            )
-            first = end
 
     def _drop_scratch(self) -> None:
         if self._scratch is not None:
