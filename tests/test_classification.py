@@ -177,6 +177,11 @@ def test_classification_config_builds_the_paper_models(config, config_data, tmp_
     if method.endswith("relviable"):
         assert learner.loss_network.hidden_units == (1500, 1500)
         assert learner.loss_network.include_inputs
+        # Run on oneDNN's kernels, float32: measured fastest (docs/BENCHMARKS.md).
+        assert not trainer.jit_compile
+        assert learner.loss_network.compute_dtype_name == "float32"
+    else:
+        assert trainer.jit_compile
     if method.endswith("simviable"):
         assert learner.loss_network.hidden_units == (64, 64)
     if method == "attviable":

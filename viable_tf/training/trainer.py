@@ -224,9 +224,8 @@ class Trainer:
             tf.train.Checkpoint(learner=self.learner, step=self.step), writes.best, max_to_keep=1
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
-        self._train_chunk = tf.function(
-            self._run_meta_updates, jit_compile=jit_compile and not distributed
-        )
+        self.jit_compile = jit_compile and not distributed
+        self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
 
     # -- the compiled part -------------------------------------------------------
 
