@@ -2,6 +2,7 @@
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -300,3 +301,44 @@ def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path)
                     points.setdefault(value.tag, []).append(event.step)
     assert points["train/meta_loss"] == [100, 200, 250]
     assert points["train/learning_rate"] == [100, 200, 250]
+
+
+def test_figure_worker_draws_in_a_child_process_and_reports_its_errors():
+    import functools
+
+    from viable_tf import plots
+    from viable_tf.figure_worker import FigureWorker
+
+    curve = np.zeros([1, 5, 1], np.float32)
+    draw = functools.partial(
+        plots.adapted_fits,
+        x=np.linspace(-5, 5, 5),
+        truth=curve,
+        unadapted=curve,
+        adapted=curve,
+        support_x=curve[:, :2],
+        support_y=curve[:, :2],
+        title="t",
+    )
+    with FigureWorker() as worker:
+        worker.submit(("fits", 5), draw)
+        worker.submit(("fits", 10), draw)
+        drawn = worker.wait()
+        assert [key for key, _ in drawn] == [("fits", 5), ("fits", 10)]
+        assert all(png.startswith(b"\x89PNG") for _, png in drawn)
+        assert worker.done() == []
+        worker.submit(("broken", 15), functools.partial(plots.adapted_fits, x=None))
+        with pytest.raises(RuntimeError, match=r"'broken', 15.*TypeError"):
+            worker.wait()
+        with pytest.raises((AttributeError, pickle.PicklingError)):  # a lambda: not even pickled
+            worker.submit(("lambda", 20), lambda: b"")
+    # and a function the child cannot import is reported, not a crash
+    with FigureWorker() as worker:
+        worker.submit(("local", 25), _Local())
+        with pytest.raises(RuntimeError, match=r"'local', 25.*ModuleNotFoundError"):
+            worker.wait()
+
+
+class _Local:  # defined in a test module, which the child cannot import
+    def __call__(self):
+        return b""

@@ -77,8 +77,9 @@ class TaskFamily(abc.ABC):
         """One task's support_x [1, K, D], support_y and query_x [1, Q, D], values as
         the family's tasks have them: requests that warm a served model up."""
 
-    def figures(self, learner) -> Callable[[], dict[str, tf.Tensor]] | None:
+    def figures(self, learner) -> dict[str, Callable[[], bytes]] | None:
         """TensorBoard figures of `learner` as it is now, or None (the default): what
-        they show is computed at once, and the returned function draws them, {name:
-        uint8 image [1, H, W, C]}, from those numbers alone (the learner may train on)."""
+        they show is computed at once, and each {name: draw} is a picklable function
+        of those numbers alone (no TensorFlow) that returns the PNG, so that a worker
+        process can draw it while the learner trains on."""
         return None

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
+import functools
 import os
-from collections.abc import Callable
 
 import gin
-import numpy as np
 import tensorflow as tf
-from matplotlib.figure import Figure
 
+from viable_tf import plots
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
 from viable_tf.tasks.sine import SineTasks, sine_curve
@@ -49,46 +47,33 @@ def hparams_session(model_dir: str, hparams: dict, metrics: dict[str, float], st
     writer.close()
 
 
-def figure_to_image(figure: Figure) -> tf.Tensor:
-    """A matplotlib figure as a uint8 image [1, H, W, 4]."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
-    return tf.image.decode_png(buffer.getvalue(), channels=4)[None]
-
-
 def adapted_fits(
     learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10
-) -> Callable[[], dict[str, tf.Tensor]]:
+) -> dict[str, functools.partial]:
     """For a few fixed tasks, the true curve, support points and the fits before and
-    after adaptation: the fits are computed now, and the returned function draws them
-    ({"adapted_fits": image}) without pyplot's global state."""
+    after adaptation: the fits are computed now, and {"adapted_fits": draw} is
+    returned, `draw()` giving the PNG from those numbers alone (`plots.adapted_fits`)."""
     grid = tasks.evaluation_grid(200)
     batch, params = tasks.sample_tasks(
         seed_for(FIGURE_SEED, num_support), num_tasks, num_support=num_support, query_x=grid
     )
-    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x).numpy()
+    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)
     adapted = learner.predict(
         learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
-    ).numpy()
-    truth = sine_curve(params, batch.query_x).numpy()
-    x = grid.numpy()
-    support_x, support_y = batch.support_x.numpy(), batch.support_y.numpy()
-    title = f"{learner.method_name}: adapted from K = {num_support} points"
+    )
+    draw = functools.partial(
+        plots.adapted_fits,
+        x=grid.numpy(),
+        truth=sine_curve(params, batch.query_x).numpy(),
+        unadapted=unadapted.numpy(),
+        adapted=adapted.numpy(),
+        support_x=batch.support_x.numpy(),
+        support_y=batch.support_y.numpy(),
+        title=f"{learner.method_name}: adapted from K = {num_support} points",
+    )
+    return {"adapted_fits": draw}
 
-    def draw() -> dict[str, tf.Tensor]:
-        figure = Figure(figsize=(3.2 * num_tasks, 2.8))
-        axes = figure.subplots(1, num_tasks, sharey=True)
-        for i, ax in enumerate(np.atleast_1d(axes)):
-            ax.plot(x, truth[i, :, 0], color="black", label="true")
-            ax.plot(x, unadapted[i, :, 0], color="grey", linestyle="--", label="before")
-            ax.plot(x, adapted[i, :, 0], color="tab:red", label="adapted")
-            ax.scatter(support_x[i, :, 0], support_y[i, :, 0], color="tab:blue", zorder=3)
-            ax.set_xlabel("x")
-        np.atleast_1d(axes)[0].legend(loc="lower left", fontsize="small")
-        figure.suptitle(title)
-        # Fixed margins: tight_layout draws the figure once more to measure it (half
-        # of the drawing time, which the training loop waits for).
-        figure.subplots_adjust(left=0.05, right=0.99, bottom=0.2, top=0.85, wspace=0.08)
-        return {"adapted_fits": figure_to_image(figure)}
 
-    return draw
+def png_to_image(png: bytes) -> tf.Tensor:
+    """PNG bytes as the uint8 image [1, H, W, 4] that tf.summary.image takes."""
+    return tf.image.decode_png(png, channels=4)[None]

@@ -12,7 +12,7 @@ Around the compiled chunks the loop does as little as it can on the training
 thread: a call of the compiled function runs up to a validation (500 updates) and
 returns the losses summed per 100 updates, so that summaries keep their points; a
 checkpoint is one graph call (checkpoints.py); the validation tasks are drawn once;
-summaries are flushed at each validation.
+summaries are flushed at each validation; figures are drawn by a worker process.
 
 It writes, in a model directory D (see run_dir.RunDir for every file):
   D/checkpoints/   latest state (weights, optimizer, step, early-stopping state)
@@ -28,6 +28,7 @@ temporary folder (as tf.distribute requires every worker to save) and drop it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -41,6 +42,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from viable_tf.evaluation.protocols import validation_protocol
+from viable_tf.figure_worker import FigureWorker
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
@@ -224,6 +226,7 @@ class Trainer:
             tf.train.Checkpoint(learner=self.learner, step=self.step), writes.best, max_to_keep=1
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
+        self._figure_worker: FigureWorker | None = None  # while train() runs
         self.jit_compile = jit_compile and not distributed
         self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
 
@@ -360,7 +363,10 @@ class Trainer:
             writer = tf.summary.create_file_writer(self.model_dir, max_queue=10_000)
         else:
             writer = tf.summary.create_noop_writer()
-        with writer.as_default():
+        with writer.as_default(), contextlib.ExitStack() as stack:
+            if self.chief and self.figure_every:
+                # Drawing on the training thread holds the GIL for ~0.2 s a figure.
+                self._figure_worker = stack.enter_context(FigureWorker())
             if self.chief:
                 summaries.operative_config(self.model_dir, step)
             log_point = tf.function(  # one graph call writes a summary point
@@ -407,10 +413,13 @@ class Trainer:
                     if step % self.eval_every == 0 or step == self.num_steps:
                         value = self._validate_and_checkpoint(step)
                         postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
+                        self._write_figures(wait=False)
                         writer.flush()  # the summaries up to the checkpoint just written
                     bar.set_postfix(postfix, refresh=False)
+                self._write_figures(wait=True)
             finally:
                 bar.close()
+                self._figure_worker = None
         writer.flush()
         self._drop_scratch()
 
@@ -447,12 +456,22 @@ class Trainer:
         return result.mean
 
     def _log_figures(self, step: int) -> None:
-        """The task family's figures at `step`, drawn here: on a worker thread they cost
-        the training loop more than drawn in it (they share the GIL; docs/BENCHMARKS.md)."""
-        draw = self.tasks.figures(self.learner)
-        if draw is not None:
-            for name, image in draw().items():
-                tf.summary.image(name, image, step=step)
+        """The task family's figures at `step`: computed here, drawn by the figure
+        worker process while training goes on, written when drawn (`_write_figures`).
+        Outside `train()` they are drawn here."""
+        figures = self.tasks.figures(self.learner) or {}
+        for name, draw in figures.items():
+            if self._figure_worker is None:
+                tf.summary.image(name, summaries.png_to_image(draw()), step=step)
+            else:
+                self._figure_worker.submit((name, step), draw)
+
+    def _write_figures(self, *, wait: bool) -> None:
+        """Writes the figures the worker has drawn (all of them, waiting, if `wait`)."""
+        worker = self._figure_worker
+        if worker is not None:
+            for (name, step), png in worker.wait() if wait else worker.done():
+                tf.summary.image(name, summaries.png_to_image(png), step=step)
 
     def _non_finite_message(self, bad_step: int) -> str:
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
