@@ -227,6 +227,7 @@ class Trainer:
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
         self._figure_worker: FigureWorker | None = None  # while train() runs
+        self._training: contextlib.ExitStack | None = None
         self.jit_compile = jit_compile and not distributed
         self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
 
@@ -364,9 +365,7 @@ class Trainer:
         else:
             writer = tf.summary.create_noop_writer()
         with writer.as_default(), contextlib.ExitStack() as stack:
-            if self.chief and self.figure_every:
-                # Drawing on the training thread holds the GIL for ~0.2 s a figure.
-                self._figure_worker = stack.enter_context(FigureWorker())
+            self._training = stack  # the figure worker starts at the first figure
             if self.chief:
                 summaries.operative_config(self.model_dir, step)
             log_point = tf.function(  # one graph call writes a summary point
@@ -419,7 +418,7 @@ class Trainer:
                 self._write_figures(wait=True)
             finally:
                 bar.close()
-                self._figure_worker = None
+                self._figure_worker = self._training = None
         writer.flush()
         self._drop_scratch()
 
@@ -460,6 +459,9 @@ class Trainer:
         worker process while training goes on, written when drawn (`_write_figures`).
         Outside `train()` they are drawn here."""
         figures = self.tasks.figures(self.learner) or {}
+        if figures and self._figure_worker is None and self._training is not None:
+            # Drawing on the training thread holds the GIL for ~0.2 s a figure.
+            self._figure_worker = self._training.enter_context(FigureWorker())
         for name, draw in figures.items():
             if self._figure_worker is None:
                 tf.summary.image(name, summaries.png_to_image(draw()), step=step)
