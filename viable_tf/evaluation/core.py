@@ -95,11 +95,11 @@ class Evaluator(abc.ABC):
             return
         kept, size = [], 0
         for batch in self.batches():
-            if kept is not None:
-                size += sum(t.shape.num_elements() * t.dtype.size for t in batch)
-                kept = [*kept, batch] if size <= CACHE_BYTES else None
+            size += batch.num_bytes
+            if size <= CACHE_BYTES:
+                kept.append(batch)
             yield batch
-        if kept is not None:
+        if size <= CACHE_BYTES:
             self._kept = kept
 
     def evaluation(self, per_task: np.ndarray, pre: np.ndarray, post: np.ndarray) -> Evaluation:

@@ -39,6 +39,11 @@ class TaskBatch(NamedTuple):
     query_x: tf.Tensor
     query_y: tf.Tensor
 
+    @property
+    def num_bytes(self) -> int:
+        """The batch's size in memory, from its static shapes (tensors or TensorSpecs)."""
+        return sum(t.shape.num_elements() * t.dtype.size for t in self)
+
 
 class TaskFamily(abc.ABC):
     """A source of few-shot tasks (see the module docstring).

@@ -276,8 +276,9 @@ class Trainer:
         """How many meta-updates' tasks are drawn in one go (see `draw_ahead`)."""
         if self.draw_ahead is not None:
             return self.draw_ahead
-        size = sum(t.shape.num_elements() * t.dtype.size for t in spec)
-        most = min(self.steps_per_call, DRAW_AHEAD_BYTES // max(size, 1), DRAW_AHEAD_UPDATES)
+        most = min(
+            self.steps_per_call, DRAW_AHEAD_BYTES // max(spec.num_bytes, 1), DRAW_AHEAD_UPDATES
+        )
         return int(max(1, most))
 
     def _run_meta_updates(self, num_updates: tf.Tensor):
@@ -294,7 +295,7 @@ class Trainer:
           after its last update; the index of the first non-finite meta-loss or -1).
         """
         spec = tf.nest.map_structure(  # a batch traced for its shapes only (then pruned)
-            lambda t: tf.TensorSpec(t.shape, t.dtype), self.draw_tasks(tf.constant(0, tf.int64))
+            tf.TensorSpec.from_tensor, self.draw_tasks(tf.constant(0, tf.int64))
         )
         ahead = self._tasks_ahead(spec)
         num_updates = tf.minimum(num_updates, self.steps_per_call)
