@@ -227,7 +227,7 @@ class Trainer:
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
         self._figure_worker: FigureWorker | None = None  # while train() runs
-        self._training: contextlib.ExitStack | None = None
+        self._training: contextlib.ExitStack | None = None  # train()'s, for the worker
         self.jit_compile = jit_compile and not distributed
         self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
 
@@ -457,17 +457,14 @@ class Trainer:
 
     def _log_figures(self, step: int) -> None:
         """The task family's figures at `step`: computed here, drawn by the figure
-        worker process while training goes on, written when drawn (`_write_figures`).
-        Outside `train()` they are drawn here."""
+        worker process (started at the first figure) while training goes on, written
+        when drawn (`_write_figures`). Drawing on the training thread would hold the
+        GIL for ~0.2 s a figure."""
         figures = self.tasks.figures(self.learner) or {}
-        if figures and self._figure_worker is None and self._training is not None:
-            # Drawing on the training thread holds the GIL for ~0.2 s a figure.
+        if figures and self._figure_worker is None:
             self._figure_worker = self._training.enter_context(FigureWorker())
         for name, draw in figures.items():
-            if self._figure_worker is None:
-                tf.summary.image(name, summaries.png_to_image(draw()), step=step)
-            else:
-                self._figure_worker.submit((name, step), draw)
+            self._figure_worker.submit((name, step), draw)
 
     def _write_figures(self, *, wait: bool) -> None:
         """Writes the figures the worker has drawn (all of them, waiting, if `wait`)."""
