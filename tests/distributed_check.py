@@ -23,18 +23,18 @@ from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer, make_strategy
 
 
-def trainer(strategy, clip):
+def trainer(strategy, clip, **kwargs):
     # The single-device trainer compiles with XLA, the mirrored one cannot: the tasks
     # are the same because every stateless draw states its algorithm (philox).
     return Trainer(
         model_dir=tempfile.mkdtemp(),
         tasks=SineTasks(),
         learner=VIABLE,  # relVIABLE
-        meta_batch_size=25,  # 13 + 12 tasks: an uneven split on purpose
         seed=3,
         clip_value=clip,
         show_progress=False,
         strategy=strategy,
+        **{"meta_batch_size": 25, **kwargs},  # 13 + 12 tasks: an uneven split on purpose
     )
 
 
@@ -72,11 +72,37 @@ def compare(mirrored_strategy, clip: float) -> dict:
     }
 
 
+def passes(mirrored_strategy) -> dict:
+    """Each replica's 12 tasks in passes of 5, 5 and 2 (`Trainer.tasks_per_pass`) vs one
+    device in one pass: the meta-gradient (what `_meta_update` applies)."""
+    results = []
+    for strategy, per_pass in ((tf.distribute.get_strategy(), None), (mirrored_strategy, 5)):
+        model = trainer(strategy, 10.0, meta_batch_size=24, tasks_per_pass=per_pass)
+        loss, _, grads = tf.function(model.meta_gradients)()
+        results.append((float(loss), [g.numpy() for g in grads]))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    try:
+        trainer(mirrored_strategy, 10.0, tasks_per_pass=5)  # 25 tasks on 2 replicas
+        refused = ""
+    except ValueError as error:
+        refused = str(error)
+    return {
+        "loss_diff": abs(loss_a - loss_b),
+        "grad_max_abs_diff": max(
+            float(np.max(np.abs(a - b))) for a, b in zip(grads_a, grads_b, strict=True)
+        ),
+        "grad_scale": max(float(np.max(np.abs(a))) for a in grads_a),
+        "uneven_error": refused,
+    }
+
+
 def main() -> None:
     # One process for every bound: logical devices are set up once, before TF starts.
     mirrored_strategy = make_strategy("mirrored", logical_cpus=2)
     clips = sys.argv[1:] or ["10"]
-    print(json.dumps({clip: compare(mirrored_strategy, float(clip)) for clip in clips}))
+    checks = {clip: compare(mirrored_strategy, float(clip)) for clip in clips}
+    checks["passes"] = passes(mirrored_strategy)
+    print(json.dumps(checks))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,15 @@ def test_mirrored_meta_update_equals_single_device(clip, mirrored_checks):
         assert check["clipped_elements"] == 0
 
 
+def test_mirrored_meta_gradient_in_passes_equals_single_device(mirrored_checks):
+    """Each replica's share in passes of `tasks_per_pass` tasks (5 + 5 + 2): the
+    meta-gradient of one device in one pass; a share that is not static is refused."""
+    check = mirrored_checks["passes"]
+    assert check["loss_diff"] < 1e-6
+    assert check["grad_max_abs_diff"] < 5e-7 and check["grad_scale"] > 0.01
+    assert "multiple of the 2 replicas" in check["uneven_error"]
+
+
 def test_a_seed_trains_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
     """One random stream per seed: 200 meta-updates of seed 3, XLA-compiled on one device
     and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE."""

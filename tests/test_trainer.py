@@ -238,6 +238,26 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
         _trainer(tmp_path / "bad", draw_ahead=0)
 
 
+def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
+    """`tasks_per_pass` changes the memory, not the update: relVIABLE's meta-gradient over
+    6 tasks in passes of 4 + 2 equals the one-pass one (to rounding), with and without
+    XLA (the mirrored check runs them inside the training loop)."""
+    relviable = lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw)  # noqa: E731
+    common = {"learner": relviable, "meta_batch_size": 6, "clip_value": None}
+    whole = _trainer(tmp_path / "whole", **common)
+    loss, inner, grads = whole.meta_gradients()
+    trainer = _trainer(tmp_path / "passes", tasks_per_pass=4, **common)
+    for xla in (False, True):
+        got = tf.function(trainer.meta_gradients, jit_compile=xla)()
+        np.testing.assert_allclose(float(got[0]), float(loss), rtol=1e-6)
+        np.testing.assert_allclose(float(got[1]), float(inner), rtol=1e-6)
+        for expected, actual in zip(grads, got[2], strict=True):
+            scale = float(tf.reduce_max(tf.abs(expected)))
+            np.testing.assert_allclose(actual.numpy(), expected.numpy(), atol=1e-5 * scale)
+    with pytest.raises(ValueError, match="tasks_per_pass must be >= 1"):
+        _trainer(tmp_path / "bad", tasks_per_pass=0)
+
+
 def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
     import shutil
 

@@ -84,6 +84,33 @@ _PEER_FAILURES = (
 
 
 @gin.configurable
+def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
+    """(weight x meta-loss, weight x pre-update inner loss, their gradients) on `batch`."""
+    with tf.GradientTape() as tape:
+        loss, metrics = learner.meta_loss(batch)
+        loss = loss * weight
+    grads = tape.gradient(loss, variables)
+    return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * weight, grads
+
+
+def gradients_in_passes(
+    learner: Learner, variables, batch: TaskBatch, start, size: int, per_pass: int, total: int
+):
+    """`weighted_gradients` of tasks [start, start + size) of `batch`, each weighted by
+    1 / `total`, computed `per_pass` tasks at a time and summed. Each pass starts after
+    the previous one's gradients exist, so that the graph executor cannot overlap them
+    (and hold the activations of both)."""
+    result = None
+    for first in range(0, size, per_pass):
+        last = min(first + per_pass, size)
+        wait = [] if result is None else tf.nest.flatten(result)
+        with tf.control_dependencies(wait):
+            part = type(batch)(*(t[start + first : start + last] for t in batch))
+            done = weighted_gradients(learner, variables, part, (last - first) / total)
+        result = done if result is None else tf.nest.map_structure(tf.add, result, done)
+    return result
+
+
 class Trainer:
     """Meta-trains a learner on a task sampler; see the module docstring.
 
@@ -108,6 +135,14 @@ class Trainer:
         the updates (None: `DRAW_AHEAD_UPDATES`, fewer where their tasks would
         exceed `DRAW_AHEAD_BYTES` or `steps_per_call`). The same tasks whatever its
         value.
+      tasks_per_pass: the meta-gradient is computed over at most this many tasks
+        at a time and summed (None: a replica's whole share at once). Peak memory
+        of a meta-update falls with it (the tasks' forward and backward passes run
+        one group after another); the update is the same up to rounding. For
+        relVIABLE's second-order meta-gradient this is the memory lever:
+        `tf.recompute_grad` cannot be differentiated twice (docs/BENCHMARKS.md).
+        A replica's share must then be static: `meta_batch_size` a multiple of
+        the replica count.
       jit_compile: compile the meta-update with XLA (single device only). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
@@ -135,6 +170,7 @@ class Trainer:
         steps_per_call: int = 500,
         summary_every: int = 100,
         draw_ahead: int | None = None,
+        tasks_per_pass: int | None = None,
         jit_compile: bool = True,
         figure_every: int = 5_000,
         keep_checkpoints: int = 2,
@@ -154,6 +190,8 @@ class Trainer:
                 raise ValueError(f"Trainer.{name} must be >= 1, got {value}")
         if draw_ahead is not None and draw_ahead < 1:
             raise ValueError(f"Trainer.draw_ahead must be >= 1 or None, got {draw_ahead}")
+        if tasks_per_pass is not None and tasks_per_pass < 1:
+            raise ValueError(f"Trainer.tasks_per_pass must be >= 1 or None, got {tasks_per_pass}")
         if clip_value is not None and not clip_value > 0:
             raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
         if patience is not None and patience < 1:
@@ -165,6 +203,11 @@ class Trainer:
             raise ValueError(
                 f"meta_batch_size={meta_batch_size} is smaller than the {replicas} replicas; "
                 "expected at least one task per replica"
+            )
+        if tasks_per_pass is not None and meta_batch_size % replicas:
+            raise ValueError(
+                f"Trainer.tasks_per_pass needs meta_batch_size ({meta_batch_size}) to be a "
+                f"multiple of the {replicas} replicas, so that every share has a static size"
             )
         distributed = self.strategy is not tf.distribute.get_strategy() or replicas > 1
         self.model_dir = model_dir
@@ -178,6 +221,7 @@ class Trainer:
         self.steps_per_call = steps_per_call
         self.summary_every = summary_every
         self.draw_ahead = draw_ahead
+        self.tasks_per_pass = tasks_per_pass
         self.figure_every = figure_every
         self.show_progress = show_progress and self.chief
 
@@ -241,13 +285,20 @@ class Trainer:
         """This replica's share of the meta-batch: (loss, inner loss, gradients), weighted
         by its share of B so that summing over replicas gives the global mean's."""
         start, end = replica_slice(self.meta_batch_size)
+        if self.tasks_per_pass is not None:
+            size = self.meta_batch_size // self.strategy.num_replicas_in_sync
+            return gradients_in_passes(
+                self.learner,
+                self.variables,
+                batch,
+                start,
+                size,
+                self.tasks_per_pass,
+                self.meta_batch_size,
+            )
         batch = type(batch)(*(t[start:end] for t in batch))
         share = tf.cast(end - start, tf.float32) / self.meta_batch_size
-        with tf.GradientTape() as tape:
-            loss, metrics = self.learner.meta_loss(batch)
-            loss = loss * share
-        grads = tape.gradient(loss, self.variables)
-        return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * share, grads
+        return weighted_gradients(self.learner, self.variables, batch, share)
 
     def meta_gradients(
         self, batch: TaskBatch | None = None
