@@ -2,11 +2,16 @@
 
     .venv/bin/python benchmarks/relation_network.py [--meta_batch_size 8] [--repeats 5]
     .venv/bin/python benchmarks/relation_network.py --modes [--settings 5w1s,5w5s,20w1s,20w5s]
+    .venv/bin/python benchmarks/relation_network.py --passes [--settings 20w5s]
 
 `--modes`: the shipped relVIABLE (tanh) per setting, its meta-update compiled with
 XLA (float32), run on TensorFlow's own kernels (oneDNN, float32), and with the pair
 layers in bfloat16 (oneDNN): seconds per meta-update, peak memory and the ratio to
 CAVIA's meta-update (XLA) at the same setting.
+
+`--passes`: the shipped relVIABLE (tanh, oneDNN float32) with its meta-gradient
+computed over 1, 2, 4 or all B tasks at a time (`Trainer.tasks_per_pass`): seconds
+per meta-update and peak memory.
 
 One meta-update as training runs it (second-order meta-gradient through 2 inner
 steps, Adam), on synthetic episodes of LEO's shapes (640-d inputs, N-way K-shot,
@@ -41,6 +46,7 @@ import tensorflow as tf
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import TaskBatch
+from viable_tf.training.trainer import gradients_in_passes
 
 EMBEDDING_DIM = 640
 QUERIES = 15
@@ -91,24 +97,32 @@ def make_learner(
     )
 
 
-def meta_update_fn(learner, jit_compile: bool):
+def meta_update_fn(learner, jit_compile: bool, tasks_per_pass: int | None = None):
     variables = learner.trainable_variables
     optimizer = keras.optimizers.Adam(1e-3)
     optimizer.build(variables)
 
     @tf.function(jit_compile=jit_compile)
     def step(batch):
-        with tf.GradientTape() as tape:
-            loss, _ = learner.meta_loss(batch)
-        grads = tape.gradient(loss, variables)
+        if tasks_per_pass is None:
+            with tf.GradientTape() as tape:
+                loss, _ = learner.meta_loss(batch)
+            grads = tape.gradient(loss, variables)
+        else:  # as the trainer computes it
+            size = batch.support_x.shape[0]
+            loss, _, grads = gradients_in_passes(
+                learner, variables, batch, 0, size, tasks_per_pass, size
+            )
         optimizer.apply_gradients(zip(grads, variables, strict=True))
         return loss
 
     return step
 
 
-def seconds_per_update(learner, batch, repeats: int, jit_compile: bool = True) -> float:
-    step = meta_update_fn(learner, jit_compile=jit_compile)
+def seconds_per_update(
+    learner, batch, repeats: int, jit_compile: bool = True, tasks_per_pass: int | None = None
+) -> float:
+    step = meta_update_fn(learner, jit_compile=jit_compile, tasks_per_pass=tasks_per_pass)
     float(step(batch))  # compile and warm up
     times = []
     for _ in range(repeats):
@@ -118,8 +132,8 @@ def seconds_per_update(learner, batch, repeats: int, jit_compile: bool = True) -
     return statistics.median(times)
 
 
-def peak_bytes(learner, batch) -> int:
-    step = meta_update_fn(learner, jit_compile=False)
+def peak_bytes(learner, batch, tasks_per_pass: int | None = None) -> int:
+    step = meta_update_fn(learner, jit_compile=False, tasks_per_pass=tasks_per_pass)
     step.get_concrete_function(batch)  # trace first: tracing allocates nothing large
     float(step(batch))
     tf.config.experimental.reset_memory_stats("CPU:0")
@@ -158,10 +172,32 @@ def modes_table(settings: list[str], batch_size: int, repeats: int) -> None:
             )
 
 
+def passes_table(settings: list[str], batch_size: int, repeats: int) -> None:
+    print("| setting | B | tasks per pass | s / meta-update | peak memory (MiB) |")
+    print("|---|---:|---:|---:|---:|")
+    for name in settings:
+        ways, shots = SETTINGS[name]
+        batch = episodes(batch_size, ways, shots)
+        slow = ways * shots * batch_size > 400
+        for per_pass in (None, *(p for p in (4, 2, 1) if p < batch_size)):
+
+            def learner(ways=ways):
+                return make_learner("relviable", ways, activation="tanh")
+
+            seconds = seconds_per_update(learner(), batch, 2 if slow else repeats, False, per_pass)
+            memory = peak_bytes(learner(), batch, per_pass) / 2**20
+            print(
+                f"| {name} | {batch_size} | {per_pass or batch_size} | {seconds:.3f} "
+                f"| {memory:,.0f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--modes", action="store_true", help="XLA vs oneDNN vs bfloat16")
-    parser.add_argument("--settings", default=",".join(SETTINGS), help="for --modes")
+    parser.add_argument("--passes", action="store_true", help="tasks per pass: time, memory")
+    parser.add_argument("--settings", default=None, help="for --modes (all) and --passes (20w5s)")
     parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
@@ -169,9 +205,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     b = args.meta_batch_size
-    if args.modes:
+    if args.modes or args.passes:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
-        modes_table(args.settings.split(","), b, args.repeats)
+        table = modes_table if args.modes else passes_table
+        default = ",".join(SETTINGS) if args.modes else "20w5s"
+        table((args.settings or default).split(","), b, args.repeats)
         return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
