@@ -83,7 +83,6 @@ _PEER_FAILURES = (
 )
 
 
-@gin.configurable
 def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
     """(weight x meta-loss, weight x pre-update inner loss, their gradients) on `batch`."""
     with tf.GradientTape() as tape:
@@ -111,6 +110,7 @@ def gradients_in_passes(
     return result
 
 
+@gin.configurable
 class Trainer:
     """Meta-trains a learner on a task sampler; see the module docstring.
 
