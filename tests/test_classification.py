@@ -13,6 +13,7 @@ from fake_leo import write_fake_leo
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
 from viable_tf.evaluation import test_protocol as protocol_for_test
+from viable_tf.experiments.split_gap import split_accuracies
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, MAML, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
@@ -116,6 +117,13 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     assert record["mean"] > 0.3
     assert record["checkpoint_step"] in (50, 100, 150)
     assert 0 < record["best_validation_accuracy"] <= 1
+    # The split study scores the same checkpoint on every split's fixed episodes: on the
+    # test classes, the test protocol's episodes and so its number.
+    splits = split_accuracies(str(tmp_path), 200, (f"DATA_DIR={leo_root!r}",))
+    assert list(splits) == ["train", "validation", "test"]
+    assert splits["test"][0].mean == pytest.approx(record["mean"], abs=1e-6)
+    for accuracy, nearest_mean in splits.values():
+        assert accuracy.num_tasks == 200 and 0 < accuracy.mean <= 1 and 0 < nearest_mean.mean <= 1
 
 
 CLASSIFICATION_CONFIGS = sorted(
