@@ -20,8 +20,9 @@ It writes, in a model directory D (see run_dir.RunDir for every file):
   D/events*        TensorBoard summaries
 
 Under a tf.distribute strategy (see distribute.py) every replica computes the
-gradient of its share of the meta-batch; the gradients are summed, clipped and
-applied once, so the update equals the single-device one. Only the chief writes
+gradient of its share of the meta-batch; the gradients are summed (one all-reduce of
+them all, packed into one vector), clipped and applied once, so the update equals
+the single-device one. Only the chief writes
 checkpoints, summaries and results; other workers write checkpoints to a
 temporary folder (as tf.distribute requires every worker to save) and drop it.
 """
@@ -81,6 +82,19 @@ _PEER_FAILURES = (
     tf.errors.CancelledError,
     tf.errors.AbortedError,
 )
+
+
+def _pack(result) -> tf.Tensor:
+    """(loss, inner loss, gradients) as one float32 vector [2 + number of weights]."""
+    loss, inner, grads = result
+    return tf.concat([tf.stack([loss, inner])] + [tf.reshape(g, [-1]) for g in grads], 0)
+
+
+def _unpack(packed: tf.Tensor, variables) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    """`_pack`'s inverse, the gradients shaped as `variables`."""
+    sizes = [2] + [int(v.shape.num_elements()) for v in variables]
+    head, *flat = tf.split(packed, sizes)
+    return head[0], head[1], [tf.reshape(g, v.shape) for g, v in zip(flat, variables, strict=True)]
 
 
 def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
@@ -308,10 +322,18 @@ class Trainer:
         the replica count. Every replica gets the whole batch and takes its share."""
         if batch is None:
             batch = self.draw_tasks(self.step)
-        per_replica = self.strategy.run(self._replica_gradients, args=(batch,))
-        loss, inner, grads = tf.nest.map_structure(
-            lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), per_replica
-        )
+        if self.strategy.num_replicas_in_sync == 1:
+            per_replica = self.strategy.run(self._replica_gradients, args=(batch,))
+            loss, inner, grads = tf.nest.map_structure(
+                lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None),
+                per_replica,
+            )
+        else:  # one all-reduce of everything, not one per variable (docs/DISTRIBUTED.md)
+            packed = self.strategy.run(
+                lambda batch: _pack(self._replica_gradients(batch)), args=(batch,)
+            )
+            summed = self.strategy.reduce(tf.distribute.ReduceOp.SUM, packed, axis=None)
+            loss, inner, grads = _unpack(summed, self.variables)
         if self.clip_value is not None:  # on the summed gradient, as on one device
             grads = [tf.clip_by_value(g, -self.clip_value, self.clip_value) for g in grads]
         return loss, inner, grads
