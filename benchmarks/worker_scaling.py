@@ -8,9 +8,11 @@ each meta-batch size B. The single process runs the meta-update both as a plain
 graph (what multi-worker training runs) and XLA-compiled (the single-device
 default). The two workers talk over loopback (RING all-reduce of the meta-gradient,
 as `make_strategy('multi_worker')` sets it up) and each computes half of the B tasks.
-Each side runs in fresh processes; the sides alternate, `rounds` times, and the best
-rate of each is kept. Needs at least 2 cores; both should be otherwise idle.
-Prints a Markdown table.
+The ceiling for any two-process split on this machine: two independent processes (no
+communication), one per core, at once, each at B / 2 (cores that share a physical
+core or memory bandwidth slow each other down). Each side runs in fresh processes;
+the sides alternate, `rounds` times, and the best rate of each is kept. Needs at
+least 2 cores; both should be otherwise idle. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -89,6 +91,23 @@ def single(batches: str, jit: bool) -> dict[int, float]:
     return _result(_launch(0, ["--batches", batches, "--_strategy", "default", *flag], {}))
 
 
+def two_halves(batches: str) -> dict[int, float]:
+    """The ceiling: two independent processes (no communication), one per core, at
+    the same time, running the two workers' shares of B (13 + 12 of 25); the slower
+    one's rate."""
+    sizes = [int(b) for b in batches.split(",")]
+    shares = [[b - b // 2 for b in sizes], [b // 2 for b in sizes]]
+    pair = [
+        _launch(core, ["--batches", ",".join(map(str, share)), "--_strategy", "default"], {})
+        for core, share in enumerate(shares)
+    ]
+    first, second = (_result(p) for p in pair)
+    return {
+        b: min(first[big], second[small])
+        for b, big, small in zip(sizes, shares[0], shares[1], strict=True)
+    }
+
+
 def two_workers(batches: str) -> dict[int, float]:
     cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(2)]}
     workers = [
@@ -119,29 +138,33 @@ def main() -> None:
         return
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 cores")
-    best = {"graph": {}, "xla": {}, "workers": {}}
+    best = {"graph": {}, "xla": {}, "workers": {}, "halves": {}}
     for _ in range(args.rounds):  # alternate the sides
         for side, run in (
             ("graph", lambda: single(args.batches, False)),
             ("workers", lambda: two_workers(args.batches)),
             ("xla", lambda: single(args.batches, True)),
+            ("halves", lambda: two_halves(args.batches)),
         ):
             for b, r in run().items():
                 best[side][b] = max(best[side].get(b, 0.0), r)
+            print(json.dumps({side: best[side]}), file=sys.stderr, flush=True)  # so far
     print(
         f"{os.cpu_count()} cores; relVIABLE on sine, K = Q = 10, C = 5; "
         f"best of {args.rounds} alternated rounds\n"
     )
     print(
         "| meta-batch B | 1 process, 1 core, XLA | 1 process, 1 core, graph "
-        "| 2 workers, 1 core each | speed-up vs 1 core (graph) | vs 1 core (XLA) |"
+        "| 2 workers, 1 core each | speed-up vs 1 core (graph) | vs 1 core (XLA) "
+        "| ceiling: 2 independent B/2 processes | its speed-up vs 1 core (graph) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for b in batches:
         graph, xla, two = best["graph"][b], best["xla"][b], best["workers"][b]
+        ceiling = best["halves"][b]
         print(
             f"| {b} | {xla:,.1f} | {graph:,.1f} | {two:,.1f} | {two / graph:.2f}x "
-            f"| {two / xla:.2f}x |"
+            f"| {two / xla:.2f}x | {ceiling:,.1f} | {ceiling / graph:.2f}x |"
         )
     print("\n(meta-updates per second; tasks per second = B x meta-updates per second)")
 
