@@ -347,6 +347,8 @@ def test_figure_worker_draws_in_a_child_process_and_reports_its_errors():
         assert [key for key, _ in drawn] == [("fits", 5), ("fits", 10)]
         assert all(png.startswith(b"\x89PNG") for _, png in drawn)
         assert worker.done() == []
+        # it draws at the lowest priority, in the training's idle moments
+        assert os.getpriority(os.PRIO_PROCESS, worker._process.pid) == 19
         worker.submit(("broken", 15), functools.partial(plots.adapted_fits, x=None))
         with pytest.raises(RuntimeError, match=r"'broken', 15.*TypeError"):
             worker.wait()

@@ -7,10 +7,12 @@ never TensorFlow) draws while training goes on. Requests and answers are pickled
 frames on its stdin and stdout: (key, a pickled zero-argument `draw`) in, (key, PNG
 bytes or the error's text) out. `draw` must be importable by the child (e.g. a
 `functools.partial` of a module-level function of a module without TensorFlow).
+The child runs at the lowest scheduling priority (nice 19).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import queue
 import struct
@@ -120,4 +122,7 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
+    # The lowest priority: the child draws in the training's idle moments instead of
+    # taking a core from its compiled updates (which use every core).
+    os.nice(19)
     _serve()
