@@ -23,8 +23,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.abspath(__file__)
 
@@ -38,35 +36,14 @@ def _free_port() -> int:
 def measure(strategy_name: str, batches: list[int], jit_compile: bool) -> dict[int, float]:
     """In this (already pinned) process: meta-updates per second at each B."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow as tf
+    from replica_scaling import rate
 
-    from viable_tf.learners import VIABLE
-    from viable_tf.tasks import SineTasks
-    from viable_tf.training import Trainer, make_strategy
+    from viable_tf.training import make_strategy
 
     strategy = make_strategy(strategy_name)
-    rates = {}
-    for batch_size in batches:
-        steps = max(20, 6_000 // batch_size)
-        trainer = Trainer(
-            model_dir=tempfile.mkdtemp(),
-            tasks=SineTasks(),
-            learner=VIABLE,
-            meta_batch_size=batch_size,
-            jit_compile=jit_compile,
-            show_progress=False,
-            strategy=strategy,
-            steps_per_call=steps,
-            figure_every=0,
-        )
-        trainer._train_chunk(tf.constant(3))  # trace, compile, warm up
-        best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            int(trainer._train_chunk(tf.constant(steps))[0])
-            best = min(best, time.perf_counter() - start)
-        rates[batch_size] = steps / best
-    return rates
+    return {
+        b: rate(strategy, b, jit_compile=jit_compile, steps=max(20, 6_000 // b)) for b in batches
+    }
 
 
 def _launch(core: int, args: list[str], env: dict) -> subprocess.Popen:
