@@ -103,26 +103,19 @@ def meta_update_fn(learner, jit_compile: bool, tasks_per_pass: int | None = None
     optimizer.build(variables)
 
     @tf.function(jit_compile=jit_compile)
-    def step(batch):
-        if tasks_per_pass is None:
-            with tf.GradientTape() as tape:
-                loss, _ = learner.meta_loss(batch)
-            grads = tape.gradient(loss, variables)
-        else:  # as the trainer computes it
-            size = batch.support_x.shape[0]
-            loss, _, grads = gradients_in_passes(
-                learner, variables, batch, 0, size, tasks_per_pass, size
-            )
+    def step(batch):  # as the trainer computes it (None: the whole batch in one pass)
+        size = batch.support_x.shape[0]
+        loss, _, grads = gradients_in_passes(
+            learner, variables, batch, 0, size, tasks_per_pass or size, size
+        )
         optimizer.apply_gradients(zip(grads, variables, strict=True))
         return loss
 
     return step
 
 
-def seconds_per_update(
-    learner, batch, repeats: int, jit_compile: bool = True, tasks_per_pass: int | None = None
-) -> float:
-    step = meta_update_fn(learner, jit_compile=jit_compile, tasks_per_pass=tasks_per_pass)
+def seconds_per_update(learner, batch, repeats: int, jit_compile: bool = True) -> float:
+    step = meta_update_fn(learner, jit_compile=jit_compile)
     float(step(batch))  # compile and warm up
     times = []
     for _ in range(repeats):
@@ -132,8 +125,8 @@ def seconds_per_update(
     return statistics.median(times)
 
 
-def peak_bytes(learner, batch, tasks_per_pass: int | None = None) -> int:
-    step = meta_update_fn(learner, jit_compile=False, tasks_per_pass=tasks_per_pass)
+def peak_bytes(learner, batch) -> int:
+    step = meta_update_fn(learner, jit_compile=False)
     step.get_concrete_function(batch)  # trace first: tracing allocates nothing large
     float(step(batch))
     tf.config.experimental.reset_memory_stats("CPU:0")

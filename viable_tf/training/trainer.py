@@ -22,9 +22,9 @@ It writes, in a model directory D (see run_dir.RunDir for every file):
 Under a tf.distribute strategy (see distribute.py) every replica computes the
 gradient of its share of the meta-batch; the gradients are summed (one all-reduce of
 them all, packed into one vector), clipped and applied once, so the update equals
-the single-device one. Only the chief writes
-checkpoints, summaries and results; other workers write checkpoints to a
-temporary folder (as tf.distribute requires every worker to save) and drop it.
+the single-device one. Only the chief writes checkpoints, summaries and results;
+other workers write checkpoints to a temporary folder (as tf.distribute requires
+every worker to save) and drop it.
 """
 
 from __future__ import annotations
@@ -283,9 +283,9 @@ class Trainer:
         self.best_manager = CheckpointWriter(
             tf.train.Checkpoint(learner=self.learner, step=self.step), writes.best, max_to_keep=1
         )
-        # XLA compiles single-device training only; multi-device functions run as graphs.
         self._figure_worker: FigureWorker | None = None  # while train() runs
         self._training: contextlib.ExitStack | None = None  # train()'s, for the worker
+        # XLA compiles single-device training only; multi-device functions run as graphs.
         self.jit_compile = jit_compile and not distributed
         self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
 
