@@ -30,6 +30,7 @@ every worker to save) and drop it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import shutil
@@ -39,6 +40,7 @@ import time
 
 import gin
 import keras
+import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
@@ -59,12 +61,25 @@ DRAW_AHEAD_UPDATES = 100
 DRAW_AHEAD_BYTES = 16 * 2**20
 
 
-def _summary_point(step, meta_loss, inner_loss_pre, learning_rate, updates_per_second) -> None:
-    """One point of the training summaries (traced into one graph call by `Trainer.train`)."""
-    tf.summary.scalar("train/meta_loss", meta_loss, step=step)
-    tf.summary.scalar("train/inner_loss_pre", inner_loss_pre, step=step)
-    tf.summary.scalar("train/learning_rate", learning_rate, step=step)
-    tf.summary.scalar("train/meta_updates_per_second", updates_per_second, step=step)
+def _summary_points(start, loss_sums, inner_sums, counts, rates, updates_per_second) -> None:
+    """A chunk's points of the training summaries from its per-segment sums [S] (see
+    `Trainer._run_meta_updates`), traced into one graph call: a call per point cost
+    ~1 ms from Python."""
+    ends = start + tf.cumsum(tf.cast(counts, tf.int64))
+    for i in tf.range(tf.size(counts)):
+        if counts[i] > 0:  # a point every summary_every updates, and at the end
+            with tf.name_scope("train/"):  # absolute: keeps the loop's scope out of the tags
+                tf.summary.scalar("meta_loss", loss_sums[i] / counts[i], step=ends[i])
+                tf.summary.scalar("inner_loss_pre", inner_sums[i] / counts[i], step=ends[i])
+                tf.summary.scalar("learning_rate", rates[i], step=ends[i])
+                tf.summary.scalar("meta_updates_per_second", updates_per_second, step=ends[i])
+
+
+def _validation_point(step, value, inner_loss_pre, inner_loss_post, *, metric: str) -> None:
+    """A validation's summaries (one graph call, as `_summary_points`)."""
+    tf.summary.scalar(f"validation/{metric}", value, step=step)
+    tf.summary.scalar("validation/inner_loss_pre", inner_loss_pre, step=step)
+    tf.summary.scalar("validation/inner_loss_post", inner_loss_post, step=step)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -285,6 +300,17 @@ class Trainer:
         )
         self._figure_worker: FigureWorker | None = None  # while train() runs
         self._training: contextlib.ExitStack | None = None  # train()'s, for the worker
+        self._writer = None  # see _summary_writer
+        # One graph call each writes a chunk's summary points and a validation's.
+        segments = tf.TensorSpec([None], tf.float32)
+        self._log_points = tf.function(
+            _summary_points,
+            input_signature=[tf.TensorSpec([], tf.int64)] + [segments] * 4 + [tf.TensorSpec([])],
+        )
+        self._log_validation = tf.function(
+            functools.partial(_validation_point, metric=self.validate.metric),
+            input_signature=[tf.TensorSpec([], tf.int64)] + [tf.TensorSpec([])] * 3,
+        )
         # XLA compiles single-device training only; multi-device functions run as graphs.
         self.jit_compile = jit_compile and not distributed
         self._train_chunk = tf.function(self._run_meta_updates, jit_compile=self.jit_compile)
@@ -432,20 +458,11 @@ class Trainer:
                 file=sys.stderr,
                 flush=True,
             )
-        if self.chief:
-            # Flushed at each validation (below), not every 10 summaries: a flush is a
-            # file write on the training thread.
-            writer = tf.summary.create_file_writer(self.model_dir, max_queue=10_000)
-        else:
-            writer = tf.summary.create_noop_writer()
+        writer = self._summary_writer()
         with writer.as_default(), contextlib.ExitStack() as stack:
             self._training = stack  # the figure worker starts at the first figure
             if self.chief:
                 summaries.operative_config(self.model_dir, step)
-            log_point = tf.function(  # one graph call writes a summary point
-                _summary_point,
-                input_signature=[tf.TensorSpec([], tf.int64)] + [tf.TensorSpec([], tf.float32)] * 4,
-            )
             bar = tqdm(
                 total=self.num_steps,
                 initial=step,
@@ -466,23 +483,10 @@ class Trainer:
                     seconds = time.perf_counter() - start_time
                     if first_bad >= 0:
                         raise NonFiniteLossError(self._non_finite_message(step + first_bad + 1))
-                    loss_sums, inner_sums, counts, rates = (t.numpy() for t in segments)
-                    end = step
-                    for loss_sum, inner_sum, count, rate in zip(
-                        loss_sums, inner_sums, counts, rates, strict=True
-                    ):
-                        if count:  # a point every summary_every updates, and at the end
-                            end += int(count)
-                            log_point(
-                                tf.constant(end, tf.int64),
-                                loss_sum / count,
-                                inner_sum / count,
-                                rate,
-                                ran / seconds,
-                            )
+                    self._log_points(np.int64(step), *segments, np.float32(ran / seconds))
                     step += ran
                     bar.update(ran)
-                    postfix = {"meta_loss": f"{loss_sums.sum() / ran:.4f}"}
+                    postfix = {"meta_loss": f"{segments[0].numpy().sum() / ran:.4f}"}
                     if step % self.eval_every == 0 or step == self.num_steps:
                         value = self._validate_and_checkpoint(step)
                         postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
@@ -495,6 +499,18 @@ class Trainer:
                 self._figure_worker = self._training = None
         writer.flush()
         self._drop_scratch()
+
+    def _summary_writer(self):
+        """The run's writer, one per trainer: the summary graph calls (`_log_points`,
+        `_log_validation`) hold the writer they were traced with."""
+        if self._writer is None:
+            if self.chief:
+                # Flushed at each validation (in train()), not every 10 summaries: a
+                # flush is a file write on the training thread.
+                self._writer = tf.summary.create_file_writer(self.model_dir, max_queue=10_000)
+            else:
+                self._writer = tf.summary.create_noop_writer()
+        return self._writer
 
     def _drop_scratch(self) -> None:
         if self._scratch is not None:
@@ -511,9 +527,12 @@ class Trainer:
 
     def _validate_and_checkpoint(self, step: int) -> float:
         result = self.validate(self.learner)
-        tf.summary.scalar(f"validation/{result.metric}", result.mean, step=step)
-        tf.summary.scalar("validation/inner_loss_pre", result.inner_loss_pre.mean(), step=step)
-        tf.summary.scalar("validation/inner_loss_post", result.inner_loss_post.mean(), step=step)
+        self._log_validation(
+            np.int64(step),
+            np.float32(result.mean),
+            np.float32(result.inner_loss_pre.mean()),
+            np.float32(result.inner_loss_post.mean()),
+        )
         if self._sign * result.mean < self._sign * float(self.best_val.numpy()):
             self.best_val.assign(result.mean)
             self.best_step.assign(step)
