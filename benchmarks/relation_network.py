@@ -4,12 +4,12 @@
     .venv/bin/python benchmarks/relation_network.py --modes [--settings 5w1s,5w5s,20w1s,20w5s]
     .venv/bin/python benchmarks/relation_network.py --passes [--settings 20w5s]
 
-`--modes`: the shipped relVIABLE (tanh) per setting, its meta-update compiled with
+`--modes`: the shipped relVIABLE (`--activation`, ReLU) per setting, its meta-update compiled with
 XLA (float32), run on TensorFlow's own kernels (oneDNN, float32), and with the pair
 layers in bfloat16 (oneDNN): seconds per meta-update, peak memory and the ratio to
 CAVIA's meta-update (XLA) at the same setting.
 
-`--passes`: the shipped relVIABLE (tanh, oneDNN float32) with its meta-gradient
+`--passes`: the shipped relVIABLE (`--activation`, oneDNN float32) with its meta-gradient
 computed over 1, 2, 4 or all B tasks at a time (`Trainer.tasks_per_pass`): seconds
 per meta-update and peak memory.
 
@@ -143,7 +143,7 @@ MODES = {  # label: (XLA, compute dtype of the pair layers)
 }
 
 
-def modes_table(settings: list[str], batch_size: int, repeats: int) -> None:
+def modes_table(settings: list[str], batch_size: int, repeats: int, activation: str) -> None:
     print("| setting | B | mode | s / meta-update | vs CAVIA | peak memory (MiB) |")
     print("|---|---:|---|---:|---:|---:|")
     for name in settings:
@@ -154,7 +154,7 @@ def modes_table(settings: list[str], batch_size: int, repeats: int) -> None:
         for label, (xla, dtype) in MODES.items():
 
             def learner(dtype=dtype, ways=ways):
-                return make_learner("relviable", ways, activation="tanh", compute_dtype=dtype)
+                return make_learner("relviable", ways, activation=activation, compute_dtype=dtype)
 
             seconds = seconds_per_update(learner(), batch, 2 if slow else repeats, xla)
             memory = "—" if xla else f"{peak_bytes(learner(), batch) / 2**20:,.0f}"
@@ -165,7 +165,7 @@ def modes_table(settings: list[str], batch_size: int, repeats: int) -> None:
             )
 
 
-def passes_table(settings: list[str], batch_size: int, repeats: int) -> None:
+def passes_table(settings: list[str], batch_size: int, repeats: int, activation: str) -> None:
     print("| setting | B | tasks per pass | s / meta-update | peak memory (MiB) |")
     print("|---|---:|---:|---:|---:|")
     for name in settings:
@@ -175,7 +175,7 @@ def passes_table(settings: list[str], batch_size: int, repeats: int) -> None:
         for per_pass in (None, *(p for p in (4, 2, 1) if p < batch_size)):
             # oneDNN, as the classification relVIABLE configs run: time and peak memory
             # from the same meta-updates (the allocator's statistics cost nothing).
-            learner = make_learner("relviable", ways, activation="tanh")
+            learner = make_learner("relviable", ways, activation=activation)
             step = meta_update_fn(learner, jit_compile=False, tasks_per_pass=per_pass)
             float(step(batch))  # trace and warm up
             times, peak = [], 0
@@ -201,6 +201,12 @@ def main() -> None:
     parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--activation",
+        default="relu",
+        help="the pair layers' (--modes, --passes): the classification default, ReLU since "
+        "session 7; the tables in docs/BENCHMARKS.md before it were measured with tanh",
+    )
+    parser.add_argument(
         "--large_batch_size", type=int, default=1, help="episodes per update at 20-way 5-shot"
     )
     args = parser.parse_args()
@@ -209,7 +215,7 @@ def main() -> None:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
         table = modes_table if args.modes else passes_table
         default = ",".join(SETTINGS) if args.modes else "20w5s"
-        table((args.settings or default).split(","), b, args.repeats)
+        table((args.settings or default).split(","), b, args.repeats, args.activation)
         return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
