@@ -313,14 +313,19 @@ def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path)
     every `summary_every` updates (and one at the end), each the mean of its updates."""
     trainer = _trainer(tmp_path, num_steps=250, eval_every=250, steps_per_call=500)
     trainer.train()
+    # train() again on the same trainer: its summary graph calls were traced with its
+    # writer, which it keeps, so the second run's points land in the same file.
+    trainer.num_steps = 400
+    trainer.train()
     points = {}
     for name in os.listdir(tmp_path):
         if name.startswith("events"):
             for event in tf.compat.v1.train.summary_iterator(str(tmp_path / name)):
                 for value in event.summary.value:
                     points.setdefault(value.tag, []).append(event.step)
-    assert points["train/meta_loss"] == [100, 200, 250]
-    assert points["train/learning_rate"] == [100, 200, 250]
+    assert points["train/meta_loss"] == [100, 200, 250, 300, 400]
+    assert points["train/learning_rate"] == [100, 200, 250, 300, 400]
+    assert points["validation/mse"] == [250, 400]
 
 
 def test_figure_worker_draws_in_a_child_process_and_reports_its_errors():
