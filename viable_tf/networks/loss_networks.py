@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from viable_tf import hardware
 from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
 from viable_tf.ops import masked_mean
@@ -68,6 +69,8 @@ class _LossNetwork(keras.layers.Layer):
             raise ValueError(
                 f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, got {compute_dtype!r}"
             )
+        if compute_dtype == "bfloat16" and (reason := hardware.bfloat16_unsupported()):
+            raise ValueError(f"compute_dtype='bfloat16' cannot run here: {reason}")
         self.compute_dtype_name = compute_dtype
         self.hidden_units = _validate(hidden_units)
         self.init = initializers.check_init(init)
