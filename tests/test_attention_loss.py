@@ -60,6 +60,33 @@ def test_padded_points_change_nothing():
         np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
 
 
+def test_pre_layer_norm_blocks_keep_order_and_padding_free():
+    """norm='pre' (LayerNorm before each block and once before the head, the residual
+    stream unnormalised; docs/RESULTS.md) keeps every property of the loss network."""
+    learner = _learner(norm="pre")
+    batch = SineTasks(num_support=12, min_support=3).sample(seed_for(5, 0), 4)
+    shuffled = _permuted(batch, np.random.default_rng(0).permutation(12))
+    adapted = learner.predict(
+        learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
+    )
+    again = learner.predict(
+        learner.adapt(shuffled.support_x, shuffled.support_y, shuffled.support_mask),
+        batch.query_x,
+    )
+    np.testing.assert_allclose(adapted, again, atol=1e-5)
+    garbage = batch._replace(
+        support_x=tf.where(batch.support_mask[..., None], batch.support_x, 1e3)
+    )
+    np.testing.assert_allclose(
+        learner.meta_loss(garbage)[0], learner.meta_loss(batch)[0], rtol=1e-6
+    )
+    config = learner.loss_network.get_config()
+    assert config["norm"] == "pre"
+    assert AttentionLossNetwork.from_config(config).norm == "pre"
+    with pytest.raises(ValueError, match="norm must be 'post' or 'pre', got 'middle'"):
+        AttentionLossNetwork(norm="middle")
+
+
 @pytest.mark.parametrize("k", [0, 1])
 def test_k_zero_and_one(k):
     learner = _learner()

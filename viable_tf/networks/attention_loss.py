@@ -52,9 +52,13 @@ class AttentionLossNetwork(keras.layers.Layer):
         output_activation: str | None = None,
         include_inputs: bool = True,
         init: str = "torch",
+        norm: str = "post",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if norm not in ("post", "pre"):
+            raise ValueError(f"AttentionLossNetwork.norm must be 'post' or 'pre', got {norm!r}")
+        self.norm = norm
         for name, value in (("width", width), ("num_heads", num_heads)):
             if value < 1:
                 raise ValueError(f"AttentionLossNetwork.{name} must be >= 1, got {value}")
@@ -92,6 +96,8 @@ class AttentionLossNetwork(keras.layers.Layer):
             setattr(
                 self, f"feedforward_norm_{i}", keras.layers.LayerNormalization(name=f"norm_f{i}")
             )
+        if norm == "pre":  # pre-LN blocks leave the residual stream unnormalised
+            self.final_norm = keras.layers.LayerNormalization(name="norm_final")
         widths = (width, *self.hidden_units)
         for i, (fan_in, units) in enumerate(itertools.pairwise(widths)):
             setattr(self, f"head_{i}", self._dense(units, fan_in, self.activation, f"head_{i}"))
@@ -127,6 +133,8 @@ class AttentionLossNetwork(keras.layers.Layer):
             getattr(self, f"attention_{i}").build(points, points)
             for name in ("attention_norm", "feedforward", "feedforward_out", "feedforward_norm"):
                 getattr(self, f"{name}_{i}").build(points)
+        if self.norm == "pre":
+            self.final_norm.build(points)
         width = self.width
         for i, units in enumerate(self.hidden_units):
             getattr(self, f"head_{i}").build((None, None, width))
@@ -139,10 +147,20 @@ class AttentionLossNetwork(keras.layers.Layer):
         h = self.embed(features)  # [B, K, W]
         attend = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]: real pairs
         for i in range(self.num_blocks):
-            attended = getattr(self, f"attention_{i}")(h, h, attention_mask=attend)  # [B, K, W]
-            h = getattr(self, f"attention_norm_{i}")(h + attended)
-            update = getattr(self, f"feedforward_out_{i}")(getattr(self, f"feedforward_{i}")(h))
-            h = getattr(self, f"feedforward_norm_{i}")(h + update)  # [B, K, W]
+            attention = getattr(self, f"attention_{i}")
+            feedforward = getattr(self, f"feedforward_{i}")
+            feedforward_out = getattr(self, f"feedforward_out_{i}")
+            attention_norm = getattr(self, f"attention_norm_{i}")
+            feedforward_norm = getattr(self, f"feedforward_norm_{i}")
+            if self.norm == "post":
+                h = attention_norm(h + attention(h, h, attention_mask=attend))  # [B, K, W]
+                h = feedforward_norm(h + feedforward_out(feedforward(h)))
+            else:
+                normed = attention_norm(h)
+                h = h + attention(normed, normed, attention_mask=attend)
+                h = h + feedforward_out(feedforward(feedforward_norm(h)))
+        if self.norm == "pre":
+            h = self.final_norm(h)
         for i in range(len(self.hidden_units)):
             h = getattr(self, f"head_{i}")(h)
         return tf.squeeze(self.head_output(h), -1)  # [B, K]
@@ -162,5 +180,6 @@ class AttentionLossNetwork(keras.layers.Layer):
             output_activation=keras.activations.serialize(self.output_activation),
             include_inputs=self.include_inputs,
             init=self.init,
+            norm=self.norm,
         )
         return config
