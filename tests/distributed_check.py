@@ -4,8 +4,9 @@
 
 Prints one JSON line, an object by clipping bound, comparing the two: the meta-loss
 and the summed, clipped meta-gradient of the same tasks, and the weights after the
-update where Adam's step is well defined. Logical devices must be set up before TensorFlow starts,
-hence a separate process.
+update where Adam's step is well defined, each difference in float32 ulps of the
+compared quantity's scale (tests/tolerances.py). Logical devices must be set up
+before TensorFlow starts, hence a separate process.
 """
 
 import json
@@ -17,6 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
 import tensorflow as tf
+from tolerances import ulps
 
 from viable_tf.learners import VIABLE
 from viable_tf.tasks import SineTasks
@@ -51,25 +53,31 @@ def compare(mirrored_strategy, clip: float) -> dict:
         model._train_chunk(tf.constant(1))
         results.append((float(loss), [g.numpy() for g in grads]))
     (loss_a, grads_a), (loss_b, grads_b) = results
-    grad_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(grads_a, grads_b, strict=True))
     grad_scale = max(float(np.max(np.abs(a))) for a in grads_a)
     at_bound = sum(int(np.sum(np.abs(a) == clip)) for a in grads_a)  # clipped elements
-    weight_diff = 0.0
+    weight_ulps = 0.0
     for a, b, g in zip(single.variables, mirrored.variables, grads_a, strict=True):
         clear = np.abs(g) > 1e-3 * grad_scale  # Adam's first step is +-lr: sign-stable only
         if clear.any():
-            weight_diff = max(weight_diff, float(np.max(np.abs(a.numpy() - b.numpy())[clear])))
+            a, b = a.numpy(), b.numpy()
+            weight_ulps = max(weight_ulps, ulps(b[clear], a[clear], float(np.max(np.abs(a)))))
     return {
         "replicas": mirrored.strategy.num_replicas_in_sync,
         "initial_weight_diff": initial,
         "loss_single": loss_a,
         "loss_mirrored": loss_b,
-        "grad_max_abs_diff": grad_diff,
+        "loss_ulps": ulps(loss_b, loss_a),
+        "grad_ulps": gradient_ulps(grads_a, grads_b),
         "grad_scale": grad_scale,
         "clipped_elements": at_bound,
-        "weight_max_abs_diff": weight_diff,
+        "weight_ulps": weight_ulps,
         "steps": [int(single.step.numpy()), int(mirrored.step.numpy())],
     }
+
+
+def gradient_ulps(expected, actual) -> float:
+    """The largest difference, in ulps of each variable's largest gradient entry."""
+    return max(ulps(b, a) for a, b in zip(expected, actual, strict=True))
 
 
 def passes(mirrored_strategy) -> dict:
@@ -87,10 +95,8 @@ def passes(mirrored_strategy) -> dict:
     except ValueError as error:
         refused = str(error)
     return {
-        "loss_diff": abs(loss_a - loss_b),
-        "grad_max_abs_diff": max(
-            float(np.max(np.abs(a - b))) for a, b in zip(grads_a, grads_b, strict=True)
-        ),
+        "loss_ulps": ulps(loss_b, loss_a),
+        "grad_ulps": gradient_ulps(grads_a, grads_b),
         "grad_scale": max(float(np.max(np.abs(a))) for a in grads_a),
         "uneven_error": refused,
     }

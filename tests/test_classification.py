@@ -98,6 +98,7 @@ def test_evaluation_is_fixed_and_tests_any_shot(tasks):
         tasks.test.with_shots(18)
 
 
+@pytest.mark.float_sensitive
 def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root, tmp_path):
     parse_gin(
         ["gin/mini_imagenet/cavia_5way1shot.gin"],
@@ -112,9 +113,12 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     )
     record = train_and_evaluate(str(tmp_path))
     assert record["metric"] == "accuracy" and record["num_tasks"] == 200
-    # chance is 0.2 (CI over 200 episodes about +-0.02). With the default 'torch' init
-    # this fake task is learnt more slowly than with Keras' (0.34 vs 0.72 here).
-    assert record["mean"] > 0.3
+    # Chance is 0.2. The claim is "above chance", with the 95% CI clear of it: measured
+    # 0.339-0.342 +- 0.014 on the three float paths of an AMD EPYC (docs/TESTING.md), a
+    # margin of 0.13 where the CI is 0.014. (With the default 'torch' init this fake task is learnt
+    # more slowly than with Keras': 0.34 vs 0.72.)
+    margin = f"accuracy {record['mean']:.3f} +- {record['ci95']:.3f}, chance 0.2"
+    assert record["mean"] - record["ci95"] > 0.2, margin
     assert record["checkpoint_step"] in (50, 100, 150)
     assert 0 < record["best_validation_accuracy"] <= 1
     # The split study scores the same checkpoint on every split's fixed episodes: on the
@@ -303,8 +307,6 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
 
 
 def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
-    import concurrent.futures
-
     import grpc
     from serving_harness import RunningServer, model_config
 
@@ -342,9 +344,10 @@ def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
             return error
 
     try:
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(call, requests_))
-        assert running.server.service.batcher.batches_run < 8  # merged at first
+        queued, answers = running.merged(call, requests_)
+        # The bad label is refused at the boundary, before it can join (and fail) a batch;
+        # the 7 others, held until all are queued, run as one merged call.
+        assert queued == 7 and running.server.service.batcher.batches_run == 1
         for i, (request, answer) in enumerate(zip(requests_, answers, strict=True)):
             if i == 3:
                 assert answer.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -13,15 +13,27 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
+from tolerances import assert_within_ulps
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
 
 
 def _free_port() -> int:
+    """A port free now; a worker binds it later, so another process may take it first:
+    _start_workers notices and starts again on other ports."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+#: What a worker prints when its port was taken between _free_port and its own bind.
+BIND_FAILED = "Could not start gRPC server"
 
 
 def _train_command(model_dir, *params):
@@ -51,28 +63,50 @@ def _workers(model_dir, *params, scratch=None):
             worker.communicate()
 
 
-def _start_workers(model_dir, *params, scratch=None):
-    """Two local workers; `scratch` is their TMPDIR (non-chief checkpoints go there)."""
-    ports = [_free_port(), _free_port()]
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-    workers = []
-    for index in range(2):
-        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        workers.append(
-            subprocess.Popen(
-                _train_command(model_dir, "STRATEGY='multi_worker'", *params),
-                cwd=REPO,
-                env={
-                    **ENV,
-                    "TF_CONFIG": json.dumps(config),
-                    **({"TMPDIR": str(scratch)} if scratch else {}),
-                },
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+def _start_workers(model_dir, *params, scratch=None, attempts=3):
+    """Two local workers, each listening on its port; `scratch` is their TMPDIR (non-chief
+    checkpoints go there). TensorFlow's gRPC server cannot share a port (no SO_REUSEPORT)
+    nor take port 0 in a cluster spec, so the ports are picked free and, if another
+    process took one before a worker bound it, both workers start again on new ones."""
+    for _ in range(attempts):
+        ports = [_free_port(), _free_port()]
+        cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+        workers = []
+        for index in range(2):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            workers.append(
+                subprocess.Popen(
+                    _train_command(model_dir, "STRATEGY='multi_worker'", *params),
+                    cwd=REPO,
+                    env={
+                        **ENV,
+                        "TF_CONFIG": json.dumps(config),
+                        **({"TMPDIR": str(scratch)} if scratch else {}),
+                    },
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             )
-        )
-    return workers
+        deadline = time.monotonic() + 300
+        while not all(_listening(port) for port in ports):
+            codes = [worker.poll() for worker in workers]
+            if all(code == 0 for code in codes):  # done already: both had listened
+                return workers
+            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        else:
+            return workers
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+        errors = [worker.communicate()[1] for worker in workers]
+        if not any(BIND_FAILED in err for err in errors):
+            raise AssertionError(
+                "a worker stopped before both listened: " + "\n".join(e[-2000:] for e in errors)
+            )
+    raise AssertionError(f"no two free ports held for {attempts} attempts")
 
 
 @pytest.fixture(scope="module")
@@ -96,34 +130,55 @@ def _distributed_check(*args):
 CLIPS = ("10", "0.02")
 
 
+#: Tolerances between one device (XLA) and 2 mirrored replicas (TensorFlow's kernels,
+#: the gradient summed over the replicas), in float32 ulps (tests/tolerances.py): k
+#: ulps of the loss, of each variable's largest gradient entry, and of each weight's
+#: largest entry after the update. Measured at most 0.5, 8.1 and 0.4 on the three float
+#: paths of an AMD EPYC (docs/TESTING.md); the summation order over replicas and XLA's
+#: fusion are what differ.
+LOSS_ULPS, GRADIENT_ULPS, WEIGHT_ULPS = 16, 64, 8
+
+
+@pytest.mark.float_sensitive
 @pytest.mark.parametrize("clip", CLIPS, ids=["clipping idle", "clipping active"])
 def test_mirrored_meta_update_equals_single_device(clip, mirrored_checks):
-    """Summed over replicas, then clipped: the update of one device (docs/DISTRIBUTED.md:
-    loss within 1e-6, gradients within 5e-7), also where clipping cuts most gradients."""
+    """Summed over replicas, then clipped: the update of one device to rounding
+    (docs/DISTRIBUTED.md), also where clipping cuts most gradients."""
     check = mirrored_checks[clip]
     assert check["replicas"] == 2 and check["steps"] == [1, 1]
-    assert check["initial_weight_diff"] == 0.0
-    assert abs(check["loss_single"] - check["loss_mirrored"]) < 1e-6
-    assert check["grad_max_abs_diff"] < 5e-7 and check["grad_scale"] > 0.01
-    assert check["weight_max_abs_diff"] < 1e-6
+    assert check["initial_weight_diff"] == 0.0  # same seed, same initialisation: exact
+    assert check["loss_ulps"] <= LOSS_ULPS, check
+    assert check["grad_ulps"] <= GRADIENT_ULPS and check["grad_scale"] > 0.01, check
+    assert check["weight_ulps"] <= WEIGHT_ULPS, check
     if clip == "0.02":
         assert abs(check["grad_scale"] - 0.02) < 1e-8 and check["clipped_elements"] > 100
     else:
         assert check["clipped_elements"] == 0
 
 
+@pytest.mark.float_sensitive
 def test_mirrored_meta_gradient_in_passes_equals_single_device(mirrored_checks):
     """Each replica's share in passes of `tasks_per_pass` tasks (5 + 5 + 2): the
     meta-gradient of one device in one pass; a share that is not static is refused."""
     check = mirrored_checks["passes"]
-    assert check["loss_diff"] < 1e-6
-    assert check["grad_max_abs_diff"] < 5e-7 and check["grad_scale"] > 0.01
+    assert check["loss_ulps"] <= LOSS_ULPS, check
+    assert check["grad_ulps"] <= GRADIENT_ULPS and check["grad_scale"] > 0.01, check
     assert "multiple of the 2 replicas" in check["uneven_error"]
 
 
-def test_a_seed_trains_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
+#: After 200 meta-updates the two runs' test MSEs agree within this relative tolerance.
+#: Each update agrees to a few ulps (above), but 200 Adam updates amplify those last
+#: bits: measured 1e-5 to 1.5e-4 relative on the three float paths of an AMD EPYC
+#: (docs/TESTING.md). Same seed means the same tasks and initial weights exactly, and
+#: the same run up to rounding, not bit for bit across float paths.
+TRAJECTORY_RTOL = 2e-3
+
+
+@pytest.mark.float_sensitive
+def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
     """One random stream per seed: 200 meta-updates of seed 3, XLA-compiled on one device
-    and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE."""
+    and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE to rounding
+    amplified by training (TRAJECTORY_RTOL)."""
     params = ("NUM_STEPS=200", "Trainer.eval_every=100", "SEED=3")
     records = {}
     for name, extra in (("single", ()), ("mirrored", ("STRATEGY='mirrored'", "LOGICAL_CPUS=2"))):
@@ -133,14 +188,18 @@ def test_a_seed_trains_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
             env=ENV,
             capture_output=True,
             text=True,
+            timeout=600,
         )
         assert result.returncode == 0, result.stderr[-2000:]
         records[name] = json.loads((tmp_path / name / "results.json").read_text())
     assert records["single"]["replicas"] == 1 and records["mirrored"]["replicas"] == 2
     assert records["mirrored"]["steps_trained"] == 200
-    assert abs(records["single"]["mean"] - records["mirrored"]["mean"]) < 1e-4, records
+    single, mirrored = records["single"]["mean"], records["mirrored"]["mean"]
+    relative = abs(single - mirrored) / abs(single)
+    assert relative <= TRAJECTORY_RTOL, (single, mirrored, relative)
 
 
+@pytest.mark.float_sensitive
 def test_two_workers_give_the_single_device_update(tmp_path):
     single = subprocess.run(
         _train_command(tmp_path / "single", "NUM_STEPS=1"),
@@ -161,27 +220,45 @@ def test_two_workers_give_the_single_device_update(tmp_path):
     assert one.keys() == two.keys()
     # Adam's slots after one update hold the meta-gradient g: m = 0.1 g, v = 0.001 g^2
     # (variables: the step count, then m and v per weight). Each is compared as the
-    # gradient it implies, at docs/DISTRIBUTED.md's tolerance for gradients (5e-7).
+    # gradient it implies, in ulps of its largest entry, at the mirrored check's GRADIENT_ULPS.
     slots = sorted(
         (k for k in one if k.startswith("optimizer/_variables/")),
         key=lambda k: int(k.split("/")[2]),
     )
     assert len(slots) > 10
+    gradients = {}  # by weight index, from the first moments
     for name in slots:
         index = int(name.split("/")[2])
         if index == 0:  # iterations
             assert one[name] == two[name] == 1
             continue
         implied = (lambda m: m / 0.1) if index % 2 else (lambda v: np.sqrt(v / 0.001))
-        np.testing.assert_allclose(
-            implied(two[name]), implied(one[name]), rtol=0, atol=5e-7, err_msg=name
-        )
+        assert_within_ulps(implied(two[name]), implied(one[name]), GRADIENT_ULPS, what=name)
+        if index % 2:
+            gradients[(index - 1) // 2] = implied(one[name])
     # Each weight is saved once, under the first path to it: the learner's, or the
-    # optimizer's list of the variables it trains.
-    weights = [k for k in one if k.startswith(("learner/", "optimizer/_trainable_variables/"))]
-    assert len(weights) == 15  # relVIABLE: 7 prediction-network and 8 loss-network weights
-    for name in weights:  # Adam's first step moves each weight by about lr = 1e-3
-        np.testing.assert_allclose(two[name], one[name], rtol=0, atol=1e-6, err_msg=name)
+    # optimizer's list of the variables it trains (by index in the trained order).
+    order = [
+        *(f"learner/network/{w}" for w in ("kernel_x", "kernel_context", "bias_0")),
+        *(f"learner/network/{w}" for w in ("kernel_1", "bias_1", "kernel_2", "bias_2")),
+        *(f"learner/loss_network/{w}" for w in ("kernel_first", "kernel_second", "bias")),
+    ]
+    weights = {}
+    for name in one:
+        if name.startswith("learner/"):
+            weights[name] = order.index(name.split("/.ATTRIBUTES")[0])
+        elif name.startswith("optimizer/_trainable_variables/"):
+            weights[name] = int(name.split("/")[2])
+    assert sorted(weights.values()) == list(range(15))  # relVIABLE: 7 + 8 weights
+    for name, index in weights.items():
+        # Adam's first step moves each weight by lr g / (|g| + 1e-7): about +-lr where the
+        # gradient is clear of zero, anything where it is within rounding of zero, so
+        # only the former are compared.
+        g = gradients[index]
+        assert g.shape == one[name].shape, name
+        clear = np.abs(g) > 1e-3 * np.max(np.abs(g))
+        scale = float(np.max(np.abs(one[name])))
+        assert_within_ulps(two[name][clear], one[name][clear], WEIGHT_ULPS, scale=scale, what=name)
     assert json.loads((tmp_path / "multi" / "results.json").read_text())["replicas"] == 2
     # The non-chief worker's scratch checkpoints (tempfile.mkdtemp) are cleaned up.
     assert not list(scratch.iterdir()), list(scratch.iterdir())

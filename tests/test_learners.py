@@ -1,6 +1,5 @@
 """The contract every learner meets: one test suite over CAVIA, MAML, simVIABLE, relVIABLE."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +7,7 @@ import tensorflow as tf
 from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks, TaskBatch, seed_for
+from viable_tf.training import Trainer
 
 LEARNERS = {
     "cavia": lambda **kw: CAVIA(input_dim=1, output_dim=1, **kw),
@@ -113,9 +113,10 @@ def test_every_weight_gets_a_meta_gradient(make_learner):
         expected += len(loss_network.trainable_variables)
     assert len(learner.trainable_variables) == expected
     grads = _meta_gradients(learner, _batch(num_tasks=10))
+    missing = [path for path, grad in grads.items() if grad is None]
+    assert not missing, f"no meta-gradient reaches {missing}"
     scale = max(float(np.max(np.abs(g.numpy()))) for g in grads.values())
     for path, grad in grads.items():
-        assert grad is not None, path
         if "/key/bias" in path:  # attention: softmax ignores a per-row shift
             assert np.max(np.abs(grad.numpy())) < 1e-6 * scale, path
         elif (
@@ -161,24 +162,48 @@ def test_task_data_are_constants_of_the_meta_update():
     assert tape.gradient(loss, batch.support_y) is None  # data are not differentiated
 
 
-def test_overfits_one_fixed_batch(make_learner):
-    learner = make_learner()
+#: The overfitting claim, stated so that it holds on every float path (docs/TESTING.md):
+#: 400 of the product's meta-updates on one fixed batch bring the median of the last 20
+#: losses below OVERFIT_RATIO x the initial loss, and no loss after the first 20 updates
+#: rises above DIVERGENCE_RATIO x the initial one.
+OVERFIT_STEPS, OVERFIT_RATIO, DIVERGENCE_RATIO = 400, 0.25, 1.5
+
+
+@pytest.mark.float_sensitive
+def test_overfits_one_fixed_batch(make_learner, tmp_path):
+    """Trained as the product trains (the Trainer's Adam at 1e-3, its elementwise
+    clipping at 10, XLA as the sine configs compile), every learner fits one batch.
+
+    A steady statistic, not one point of the trajectory: training on one CPU's kernels
+    ends elsewhere than on another's, so the last loss alone is a draw (issue 21)."""
+    trainer = Trainer(
+        model_dir=str(tmp_path),
+        tasks=SineTasks(),
+        learner=lambda input_dim, output_dim: make_learner(),  # sine: 1 -> 1
+        meta_batch_size=5,
+        show_progress=False,
+    )
     batch = _batch(num_tasks=5)
-    optimizer = keras.optimizers.Adam(5e-3)
-    variables = learner.trainable_variables
-    optimizer.build(variables)
 
-    @tf.function
-    def train(num_steps):
-        for _ in tf.range(num_steps):
-            with tf.GradientTape() as tape:
-                loss, _ = learner.meta_loss(batch)
-            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
-        return learner.meta_loss(batch)[0]
+    @tf.function(jit_compile=trainer.jit_compile)
+    def train():
+        losses = tf.TensorArray(tf.float32, size=OVERFIT_STEPS)
+        for i in tf.range(OVERFIT_STEPS):
+            loss, _, grads = trainer.meta_gradients(batch)
+            trainer.optimizer.apply_gradients(zip(grads, trainer.variables, strict=True))
+            losses = losses.write(i, loss)
+        return losses.stack()
 
-    initial = float(learner.meta_loss(batch)[0])
-    final = float(train(tf.constant(500)))
-    assert final < 0.1 * initial, (initial, final)
+    losses = train().numpy()
+    initial, steady = float(losses[0]), float(np.median(losses[-20:]))
+    worst = float(np.max(losses[20:]))
+    margin = (
+        f"initial {initial:.4f}, median of the last 20 {steady:.4f} "
+        f"({steady / initial:.3f}x), worst after 20 {worst:.4f} ({worst / initial:.2f}x)"
+    )
+    assert np.all(np.isfinite(losses)), margin
+    assert steady < OVERFIT_RATIO * initial, margin
+    assert worst < DIVERGENCE_RATIO * initial, margin
 
 
 def test_multiple_inner_steps_and_validation():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
+from tolerances import assert_within_ulps
 
 from viable_tf.cli import train as train_cli
 from viable_tf.learners import CAVIA, VIABLE
@@ -238,6 +239,7 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
         _trainer(tmp_path / "bad", draw_ahead=0)
 
 
+@pytest.mark.float_sensitive
 def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
     """`tasks_per_pass` changes the memory, not the update: relVIABLE's meta-gradient over
     6 tasks in passes of 4 + 2 equals the one-pass one (to rounding), with and without
@@ -247,13 +249,16 @@ def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
     whole = _trainer(tmp_path / "whole", **common)
     loss, inner, grads = whole.meta_gradients()
     trainer = _trainer(tmp_path / "passes", tasks_per_pass=4, **common)
+    # k = 16 ulps of the losses, 128 of each variable's largest gradient entry: two
+    # passes sum the tasks in another order, and XLA fuses otherwise than the eager
+    # one-pass reference (measured at most 1.5 and 14.6 on three float paths of an AMD
+    # EPYC, docs/TESTING.md).
     for xla in (False, True):
         got = tf.function(trainer.meta_gradients, jit_compile=xla)()
-        np.testing.assert_allclose(float(got[0]), float(loss), rtol=1e-6)
-        np.testing.assert_allclose(float(got[1]), float(inner), rtol=1e-6)
-        for expected, actual in zip(grads, got[2], strict=True):
-            scale = float(tf.reduce_max(tf.abs(expected)))
-            np.testing.assert_allclose(actual.numpy(), expected.numpy(), atol=1e-5 * scale)
+        assert_within_ulps(float(got[0]), float(loss), 16, what=f"loss, xla={xla}")
+        assert_within_ulps(float(got[1]), float(inner), 16, what=f"inner loss, xla={xla}")
+        for i, (expected, actual) in enumerate(zip(grads, got[2], strict=True)):
+            assert_within_ulps(actual, expected, 128, what=f"gradient {i}, xla={xla}")
     with pytest.raises(ValueError, match="tasks_per_pass must be >= 1"):
         _trainer(tmp_path / "bad", tasks_per_pass=0)
 
