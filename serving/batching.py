@@ -18,6 +18,7 @@ Shape legend: B tasks, K support, Q query.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 import grpc
@@ -134,6 +135,7 @@ class Batcher:
         self._slots = asyncio.Semaphore(options.num_batch_threads)
         self._in_flight_batches = 0
         self.batches_run = 0  # merged calls made, for tests and monitoring
+        self.pending = 0  # requests submitted and not answered yet
 
     async def submit(self, servable: Servable, signature, inputs: dict[str, np.ndarray]):
         size = next(iter(inputs.values())).shape[0]
@@ -154,6 +156,8 @@ class Batcher:
                 f"({self.options.max_enqueued_batches} batches, --batching_parameters_file)",
             )
         future = asyncio.get_running_loop().create_future()
+        self.pending += 1
+        future.add_done_callback(self._answered)
         queued = sum(item.size for item in queue.items)
         if queued + size > self.options.max_batch_size:
             self._flush(key, servable, key[1])
@@ -170,6 +174,20 @@ class Batcher:
                 key[1],
             )
         return await future
+
+    @contextlib.asynccontextmanager
+    async def hold(self):
+        """Holds every batch thread: batches queue up meanwhile and run when it exits."""
+        for _ in range(self.options.num_batch_threads):
+            await self._slots.acquire()
+        try:
+            yield
+        finally:
+            for _ in range(self.options.num_batch_threads):
+                self._slots.release()
+
+    def _answered(self, _future) -> None:
+        self.pending -= 1
 
     def _flush(self, key, servable, signature: str) -> None:
         queue = self._queues.pop(key, None)

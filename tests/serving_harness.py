@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+import time
 
 from tensorflow_serving.config import model_server_config_pb2
 
@@ -43,6 +45,30 @@ class RunningServer:
     @property
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.server.rest_port}"
+
+    def merged(self, send, requests, *, timeout: float = 60):
+        """Sends every request (`send(request)`, from threads) while the batcher holds its
+        batch threads, waits until all are queued, then lets the batches run: requests
+        merge whatever the machine's timing. Returns the answers (or errors) in order."""
+        batcher = self.server.service.batcher
+        hold = batcher.hold()
+        self.call(hold.__aenter__())
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+                futures = [pool.submit(send, request) for request in requests]
+                deadline = time.monotonic() + timeout
+                while batcher.pending < len(requests):
+                    done = [f for f in futures if f.done()]
+                    if len(done) + batcher.pending >= len(requests) or time.monotonic() > deadline:
+                        break  # refused at the boundary, never queued
+                    time.sleep(0.01)
+                queued = batcher.pending
+                self.call(hold.__aexit__(None, None, None))
+                hold = None
+                return queued, [f.result(timeout) for f in futures]
+        finally:
+            if hold is not None:
+                self.call(hold.__aexit__(None, None, None))
 
     def poll(self) -> None:
         self.call(self.server.manager.poll())

@@ -58,7 +58,7 @@ def test_preprocessing_and_features_in_leo_format(splits, tmp_path):
     )
 
 
-def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path):
+def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, monkeypatch, capsys):
     work = tmp_path / "work"
     command = [
         os.path.join(os.path.dirname(sys.executable), "viable-omniglot"),
@@ -129,6 +129,21 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path):
         assert response.status_code == 400 and "expected int32 values" in response.json()["error"]
         again = client.predict(support_x, support_y, query_x, model_name="omniglot")
         np.testing.assert_allclose(again["logits"], outputs["logits"], atol=1e-5)
+        # viable-client's omniglot command: an episode of test-alphabet drawings, scored
+        from serving import client as client_cli
+
+        monkeypatch.setattr(
+            "sys.argv",
+            [
+                *("viable-client", f"--target={server.grpc_target}", "--model_name=omniglot"),
+                *("omniglot", f"--data_dir={DATA_DIR}", "--num_ways=5", "--num_shots=5"),
+            ],
+        )
+        client_cli.main()
+        printed = capsys.readouterr().out
+        assert "omniglot 5-way 5-shot episode (test alphabets): accuracy" in printed
+        accuracy = float(printed.split("accuracy ")[1].split()[0])
+        assert 0.0 <= accuracy <= 1.0 and printed.rstrip().endswith("on 25 queries")
     finally:
         client.close()
         server.stop()
