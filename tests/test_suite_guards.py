@@ -1,0 +1,53 @@
+"""The suite's own promises: a crashed or hung test fails the run promptly (issue 21)."""
+
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_crashed_worker_and_a_hung_test_fail_the_run_instead_of_hanging(tmp_path):
+    """Run with the project's pytest configuration (its addopts and timeout method), as
+    the README runs the suite (-n 2 --dist loadfile): a C++ abort in one file and a hang
+    in another end the run with failures, within seconds of the stated timeout."""
+    (tmp_path / "test_abort.py").write_text(
+        "import os\n\ndef test_aborts():\n    os.abort()  # as dnnl::error's terminate()\n"
+    )
+    (tmp_path / "test_hang.py").write_text(
+        "import time\n\ndef test_hangs():\n    time.sleep(3600)\n\n"
+        "def test_after_the_hang():\n    pass\n"
+    )
+    (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
+    start = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            os.path.join(REPO, "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-n",
+            "2",
+            "--dist",
+            "loadfile",
+            "--timeout=5",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    elapsed = time.monotonic() - start
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "crashed while running 'test_abort.py::test_aborts'" in output, output[-3000:]
+    # pytest-timeout's thread method ends the hung worker (its stacks dumped to stderr).
+    assert "crashed while running 'test_hang.py::test_hangs'" in output, output[-3000:]
+    assert elapsed < 120, f"the run took {elapsed:.0f} s"
