@@ -43,12 +43,15 @@ UNKNOWN_ERROR = 2  # tensorflow.error.Code.UNKNOWN
 @dataclass(frozen=True)
 class Signature:
     """A signature's named inputs and outputs, as TensorSpecs; `num_classes` is N for a
-    classifier (whose labels the server checks before the graph), None otherwise."""
+    classifier (whose labels the server checks before the graph), None otherwise;
+    `every_class` says the model needs each class in each task's support set (a
+    prototype head)."""
 
     name: str
     inputs: dict[str, tf.TensorSpec]
     outputs: dict[str, tf.TensorSpec]
     num_classes: int | None = None
+    every_class: bool = False
 
 
 def _flat_caller(function):
@@ -112,8 +115,13 @@ class Servable:
             with open(description_path) as f:
                 self.description = json.load(f)
         num_classes = _num_classes(self.description, signatures)
+        every_class = self.description.get("head") == "prototypes"
         self.signatures = {
-            key: dataclasses.replace(s, num_classes=num_classes if _labelled(s) else None)
+            key: dataclasses.replace(
+                s,
+                num_classes=num_classes if _labelled(s) else None,
+                every_class=every_class and _labelled(s),
+            )
             for key, s in signatures.items()
         }
 

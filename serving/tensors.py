@@ -111,6 +111,16 @@ def check_inputs(
         )
         if message:
             raise invalid(message)
+        if signature.every_class:
+            missing = sig.empty_classes(
+                inputs[sig.SUPPORT_Y], inputs.get(sig.SUPPORT_MASK), signature.num_classes
+            )
+            if missing:
+                task, label = missing[0]
+                raise invalid(
+                    f"{sig.empty_class_message(signature.num_classes)}: class {label} has "
+                    f"none in task {task}"
+                )
     return inputs
 
 

@@ -143,6 +143,19 @@ class AdaptThenPredict(tf.Module):
                     message=sig.label_message(n),
                 )
             )
+            if getattr(self.learner, "head", "linear") == "prototypes":
+                real = tf.logical_and(support_mask, in_range)  # [B, K]
+                members = (
+                    tf.one_hot(tf.where(real, support_y, 0), n)
+                    * tf.cast(real, tf.float32)[..., None]
+                )  # [B, K, N]
+                checks.append(
+                    tf.debugging.assert_equal(
+                        tf.reduce_all(tf.reduce_sum(members, axis=1) > 0),
+                        True,
+                        message=sig.empty_class_message(n),
+                    )
+                )
         with tf.control_dependencies(checks):
             support_x = tf.debugging.check_numerics(support_x, "support_x must be finite")
             if not self.classification:
@@ -222,7 +235,8 @@ def warmup_requests(
     module: AdaptThenPredict, *, model_name: str, inputs: WarmupInputs | None = None
 ) -> list:
     """PredictionLog records that exercise serving_default (K = 10 and K = 0) and
-    serving_masked (K = 10, the batcher's form) before traffic.
+    serving_masked (K = 10, the batcher's form) before traffic. A prototype-head
+    classifier needs every class in its support set: K = max(10, N), and no K = 0.
 
     `inputs(rng, num_support=K, num_query=Q)` gives one task's support_x, support_y and
     query_x in the served input space (a task family's `warmup_inputs`, or images for
@@ -234,11 +248,16 @@ def warmup_requests(
     if inputs is None:
         inputs = functools.partial(generic_warmup_inputs, module)
     records = []
+    full, empty = 10, 0
+    if getattr(module.learner, "head", "linear") == "prototypes":
+        full, empty = max(full, module.learner.output_dim), None
     for signature_name, k in (
-        (sig.SERVING_DEFAULT, 10),
-        (sig.SERVING_DEFAULT, 0),
-        (sig.SERVING_MASKED, 10),
+        (sig.SERVING_DEFAULT, full),
+        (sig.SERVING_DEFAULT, empty),
+        (sig.SERVING_MASKED, full),
     ):
+        if k is None:
+            continue
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
         request.model_spec.signature_name = signature_name
@@ -297,6 +316,7 @@ def export_saved_model(
             "input_dim": learner.input_dim,
             "output_dim": learner.output_dim,
             "context_dim": getattr(learner, "context_dim", 0),
+            "head": getattr(learner, "head", "linear"),
             "signatures": sorted(module.signatures()),
             **(metadata or {}),
         }

@@ -66,6 +66,26 @@ def label_message(num_classes: int) -> str:
     return f"support_y must hold class labels 0..{num_classes - 1}"
 
 
+def empty_class_message(num_classes: int) -> str:
+    """What a prototype-head classifier says of a task whose support set leaves a class
+    without a real point (its head starts at each class's support mean)."""
+    return (
+        f"support_y must hold a real support point of every class 0..{num_classes - 1} "
+        "(this model's output layer starts at each class's support mean)"
+    )
+
+
+def empty_classes(support_y: np.ndarray, support_mask: np.ndarray | None, num_classes: int):
+    """[(task, class)] of the classes without a real support point, task by task."""
+    labels = np.asarray(support_y)
+    real = np.ones(labels.shape, bool) if support_mask is None else np.asarray(support_mask, bool)
+    missing = []
+    for task in range(labels.shape[0]):
+        present = set(labels[task][real[task]].tolist())
+        missing += [(task, c) for c in range(num_classes) if c not in present]
+    return missing
+
+
 def check_labels(
     support_y: np.ndarray, support_mask: np.ndarray | None, num_classes: int
 ) -> str | None:

@@ -83,6 +83,17 @@ class Learner(keras.layers.Layer, abc.ABC):
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """The state every task starts adapting from (e.g. phi_0 = 0), leading axis B."""
 
+    def start_state(
+        self, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
+    ) -> State:
+        """The state a task's inner loop starts from: `initial_state`, unless the learner
+        starts it from the support set (the prototype head does)."""
+        return self.initial_state(tf.shape(support_x)[0])
+
+    #: Which entries of the state the inner loop steps (None: all of them); the others
+    #: stay as `start_state` made them (CAVIA's prototype head: stepped through phi only).
+    adapted_entries: tuple[bool, ...] | None = None
+
     @abc.abstractmethod
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         """Predictions of the adapted model: x [B, P, D] -> y_hat [B, P, Y]."""
@@ -120,23 +131,29 @@ class Learner(keras.layers.Layer, abc.ABC):
         Returns:
           The adapted state (and the inner losses if asked).
         """
-        state = self.initial_state(tf.shape(support_x)[0])
+        state = self.start_state(support_x, support_y, support_mask)
+        stepped = self.adapted_entries or (True,) * len(state)
         losses = []
         for _ in range(self.num_inner_steps):
+            adapted = [s for s, step in zip(state, stepped, strict=True) if step]
             with tf.GradientTape() as tape:
-                tape.watch(state)
+                tape.watch(adapted)
                 loss = self.inner_loss(state, support_x, support_y, support_mask)  # [B]
                 # Tasks are independent, so d(sum_b loss_b)/d state_b = d loss_b / d state_b.
                 total = tf.reduce_sum(loss)
-            grads = tape.gradient(total, state)
-            if self.first_order:
-                grads = [tf.stop_gradient(g) for g in grads]
-            state = [s - self.inner_lr * g for s, g in zip(state, grads, strict=True)]
+            grads = iter(tape.gradient(total, adapted))
+            state = [
+                s - self.inner_lr * self._inner_gradient(next(grads)) if step else s
+                for s, step in zip(state, stepped, strict=True)
+            ]
             losses.append(loss)
         if return_inner_losses:
             stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
             return state, stacked
         return state
+
+    def _inner_gradient(self, grad: tf.Tensor) -> tf.Tensor:
+        return tf.stop_gradient(grad) if self.first_order else grad
 
     def query_loss(self, batch: TaskBatch, state: State) -> tf.Tensor:
         """The true task loss on each task's query set, [B]."""

@@ -1,4 +1,10 @@
-"""CAVIA (SPEC §1): adapt only a task context phi, from phi_0 = 0, by gradient steps."""
+"""CAVIA (SPEC §1): adapt only a task context phi, from phi_0 = 0, by gradient steps.
+
+With `head='prototypes'` (classification) the output layer starts, per task, at the
+class means of the support features computed at phi_0 (learners/prototypes.py), and the
+inner loop adapts phi under that head: the state is [phi, kernel, bias], stepped
+through phi only.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
+from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner, State
 from viable_tf.networks.prediction import PredictionNetwork
 
@@ -29,6 +36,7 @@ class CAVIA(Learner):
         first_order: bool = False,
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
+        head: str = "linear",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -43,13 +51,44 @@ class CAVIA(Learner):
         if context_dim < 1:
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
-        self.network = network(
-            input_dim=input_dim, output_dim=output_dim, context_dim=context_dim
-        )  # f_{phi, theta}
+        self.head = prototypes.check_head(head, task_loss)
+        if self.head == "prototypes":
+            self.network = network(
+                input_dim=input_dim,
+                output_dim=output_dim,
+                context_dim=context_dim,
+                output_layer=False,
+            )  # g_{phi, theta}: the features under the per-task head
+            self.adapts_context = False  # the adapted state holds the head too
+            self.adapted_entries = (True, False, False)
+        else:
+            self.network = network(
+                input_dim=input_dim, output_dim=output_dim, context_dim=context_dim
+            )  # f_{phi, theta}
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {**super().hparams(), "head": self.head}
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
-        return [tf.zeros(tf.stack([batch_size, self.context_dim]))]  # phi_0 = 0, [B, C]
+        context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]
+        if self.head == "linear":
+            return [context]
+        # No support set, no class means: every class is empty (uniform probabilities).
+        kernel = tf.zeros(tf.stack([batch_size, self.network.feature_dim, self.output_dim]))
+        bias = tf.fill(tf.stack([batch_size, self.output_dim]), prototypes.EMPTY_CLASS_BIAS)
+        return [context, kernel, bias]
+
+    def start_state(self, support_x, support_y, support_mask) -> State:
+        if self.head == "linear":
+            return self.initial_state(tf.shape(support_x)[0])
+        context = tf.zeros(tf.stack([tf.shape(support_x)[0], self.context_dim]))  # phi_0
+        features = self.network(support_x, context)  # [B, K, H]
+        kernel, bias = prototypes.prototype_head(features, support_y, support_mask, self.output_dim)
+        return [context, kernel, bias]
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
-        (context,) = state
-        return self.network(x, context)
+        if self.head == "linear":
+            (context,) = state
+            return self.network(x, context)
+        context, kernel, bias = state
+        return prototypes.apply_head(self.network(x, context), kernel, bias)

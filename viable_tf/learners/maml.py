@@ -2,6 +2,10 @@
 
 Each task gets its own copy of the weights, with a leading task axis B, so one
 batched forward pass adapts all tasks at once.
+
+With `head='prototypes'` (classification, Proto-MAML) the output layer is not a
+meta-learned weight: per task it starts at the class means of the support features
+(learners/prototypes.py), and the inner loop adapts it with every other weight.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
+from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner, State
 from viable_tf.networks.prediction import PredictionNetwork
 
@@ -32,6 +37,7 @@ class MAML(Learner):
         first_order: bool = False,
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
+        head: str = "linear",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -46,9 +52,19 @@ class MAML(Learner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.network = network(input_dim=input_dim, output_dim=output_dim, context_dim=context_dim)
+        self.head = prototypes.check_head(head, task_loss)
+        self.network = network(
+            input_dim=input_dim,
+            output_dim=output_dim,
+            context_dim=context_dim,
+            **({"output_layer": False} if self.head == "prototypes" else {}),
+        )
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {**super().hparams(), "head": self.head}
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
+        """[per-task copies of theta, (phi), (head kernel, head bias)]."""
         # theta copied per task: [B, *w.shape]; the tile keeps the meta-gradient path.
         weights = [
             tf.tile(w[None], tf.concat([[batch_size], tf.ones([len(w.shape)], tf.int32)], 0))
@@ -56,10 +72,30 @@ class MAML(Learner):
         ]
         if self.context_dim:
             weights.append(tf.zeros(tf.stack([batch_size, self.context_dim])))  # [B, C]
+        if self.head == "prototypes":  # no support set: every class empty (uniform)
+            size = [batch_size, self.network.feature_dim, self.output_dim]
+            weights.append(tf.zeros(tf.stack(size)))
+            bias = tf.fill(tf.stack([batch_size, self.output_dim]), prototypes.EMPTY_CLASS_BIAS)
+            weights.append(bias)
         return weights
 
+    def start_state(self, support_x, support_y, support_mask) -> State:
+        state = self.initial_state(tf.shape(support_x)[0])
+        if self.head == "linear":
+            return state
+        context = state[-3] if self.context_dim else None
+        features = self.network.forward(self.network.params, support_x, context)  # [B, K, H]
+        kernel, bias = prototypes.prototype_head(features, support_y, support_mask, self.output_dim)
+        return [*state[:-2], kernel, bias]
+
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+        head = None
+        if self.head == "prototypes":
+            *state, kernel, bias = state
+            head = (kernel, bias)
         if self.context_dim:
             *weights, context = state
-            return self.network.forward(weights, x, context)
-        return self.network.forward(state, x)
+            out = self.network.forward(weights, x, context)
+        else:
+            out = self.network.forward(state, x)
+        return out if head is None else prototypes.apply_head(out, *head)

@@ -12,6 +12,11 @@ PyTorch `nn.Linear` layers start; `init='keras'` gives Keras' Glorot kernels and
 The network is also usable functionally, with weights passed in (`forward`):
 MAML adapts the weights themselves, one copy per task, with a leading B axis.
 
+With `output_layer=False` the network ends at its last hidden layer (after the ReLU):
+the features on which a learner puts an output layer of its own per task, such as
+the prototype head (`learners/prototypes.py`), which starts at the support set's
+class means in this space.
+
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
 """
@@ -62,6 +67,7 @@ class PredictionNetwork(keras.layers.Layer):
         init: str = "torch",
         kernel_initializer: str | dict | keras.initializers.Initializer | None = None,
         bias_initializer: str | dict | keras.initializers.Initializer | None = None,
+        output_layer: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -72,6 +78,12 @@ class PredictionNetwork(keras.layers.Layer):
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         if any(units < 1 for units in hidden_units):
             raise ValueError(f"hidden_units must all be >= 1, got {tuple(hidden_units)}")
+        if not output_layer and not hidden_units:
+            raise ValueError(
+                "a network without its output layer needs a hidden layer (its features); "
+                "got hidden_units=()"
+            )
+        self.output_layer = bool(output_layer)
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -85,7 +97,7 @@ class PredictionNetwork(keras.layers.Layer):
     def build(self, input_shape=None) -> None:
         if self.built:
             return
-        widths = (*self.hidden_units, self.output_dim)
+        widths = (*self.hidden_units, *((self.output_dim,) if self.output_layer else ()))
         first = widths[0]
         fan_in = self.input_dim + self.context_dim  # the whole first layer's, [x; phi]
         # Each weight is an attribute (not a list item) so that tf.train.Checkpoint
@@ -132,6 +144,11 @@ class PredictionNetwork(keras.layers.Layer):
         return initializers.bias_initializer(self.init, fan_in=fan_in)
 
     @property
+    def feature_dim(self) -> int:
+        """Width of the last hidden layer: what `forward` returns without an output layer."""
+        return self.hidden_units[-1] if self.hidden_units else self.input_dim
+
+    @property
     def params(self) -> list:
         """The weights theta, in `forward`'s order."""
         return [getattr(self, name) for name in self._param_names]
@@ -150,7 +167,8 @@ class PredictionNetwork(keras.layers.Layer):
           context: float32 [B, C], the task contexts phi; required iff C > 0.
 
         Returns:
-          float32 [B, P, Y].
+          float32 [B, P, Y]; [B, P, H] (the last hidden layer, after its ReLU) for a
+          network built without its output layer.
         """
         params = list(params)
         h = _dense(x, params.pop(0))  # [B, P, H]
@@ -164,10 +182,12 @@ class PredictionNetwork(keras.layers.Layer):
                 context_term = tf.einsum("bc,bch->bh", context, kernel_context)  # [B, H]
             h += context_term[:, None, :]  # [B, P, H]
         h = _add_bias(h, params.pop(0))
-        for _ in self.hidden_units:
+        for _ in self.hidden_units[: None if self.output_layer else -1]:
             h = tf.nn.relu(h)
             kernel, bias = params.pop(0), params.pop(0)
             h = _add_bias(_dense(h, kernel), bias)
+        if not self.output_layer:
+            h = tf.nn.relu(h)  # [B, P, H]
         return h  # [B, P, Y]
 
     def get_config(self) -> dict:
@@ -180,6 +200,7 @@ class PredictionNetwork(keras.layers.Layer):
             init=self.init,
             kernel_initializer=_serialize(self.kernel_initializer),
             bias_initializer=_serialize(self.bias_initializer),
+            output_layer=self.output_layer,
         )
         return config
 

@@ -1,0 +1,243 @@
+"""The prototype head (head='prototypes'): per task the output layer starts at the
+support set's class means in the network's feature space (issue 22)."""
+
+import json
+
+import grpc
+import keras
+import numpy as np
+import pytest
+import requests
+import tensorflow as tf
+from serving_harness import RunningServer, model_config
+
+from serving.client import Client
+from serving.server import ServerOptions
+from viable_tf.export import export_saved_model
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
+from viable_tf.networks import (
+    AttentionLossNetwork,
+    PredictionNetwork,
+    RelationLossNetwork,
+    SimpleLossNetwork,
+)
+from viable_tf.tasks import TaskBatch
+
+N, D = 5, 12
+
+
+def _small(loss_network):
+    return lambda: loss_network(hidden_units=(16,))
+
+
+PROTOTYPE_LEARNERS = {
+    "cavia": lambda **kw: CAVIA(context_dim=8, **kw),
+    "maml": lambda **kw: MAML(inner_lr=0.1, **kw),
+    "simviable": lambda **kw: VIABLE(context_dim=8, loss_network=_small(SimpleLossNetwork), **kw),
+    "relviable": lambda **kw: VIABLE(context_dim=8, loss_network=_small(RelationLossNetwork), **kw),
+    "attviable": lambda **kw: VIABLE(
+        context_dim=8, loss_network=lambda: AttentionLossNetwork(width=16), **kw
+    ),
+    "maml_simviable": lambda **kw: MAMLVIABLE(
+        inner_lr=0.1, loss_network=_small(SimpleLossNetwork), **kw
+    ),
+    "maml_relviable": lambda **kw: MAMLVIABLE(
+        inner_lr=0.1, loss_network=_small(RelationLossNetwork), **kw
+    ),
+}
+
+
+def _learner(name, num_inner_steps=2):
+    keras.utils.set_random_seed(4)
+    return PROTOTYPE_LEARNERS[name](
+        input_dim=D,
+        output_dim=N,
+        num_inner_steps=num_inner_steps,
+        task_loss="cross_entropy",
+        head="prototypes",
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+    )
+
+
+def _episodes(b=3, shots=2, queries=3, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(b, N, D))
+    support_y = np.tile(np.repeat(np.arange(N), shots), (b, 1)).astype(np.int32)
+    query_y = np.tile(np.repeat(np.arange(N), queries), (b, 1)).astype(np.int32)
+    take = lambda y: np.take_along_axis(centres, y[..., None], 1)  # noqa: E731
+    support_x = take(support_y) + 0.3 * rng.normal(size=(b, N * shots, D))
+    query_x = take(query_y) + 0.3 * rng.normal(size=(b, N * queries, D))
+    return TaskBatch(
+        tf.constant(support_x, tf.float32),
+        tf.constant(support_y),
+        tf.ones(support_y.shape, tf.bool),
+        tf.constant(query_x, tf.float32),
+        tf.constant(query_y),
+    )
+
+
+def _features(learner, x):
+    """The penultimate features the head starts from (phi_0 = 0; MAML: theta)."""
+    if isinstance(learner, CAVIA):
+        return learner.network(x, tf.zeros([x.shape[0], learner.context_dim])).numpy()
+    return learner.network.forward(learner.network.params, x).numpy()
+
+
+@pytest.fixture(params=sorted(PROTOTYPE_LEARNERS))
+def name(request):
+    return request.param
+
+
+def test_zero_inner_steps_predict_the_nearest_class_mean(name):
+    """Before any inner step the prediction is the nearest class mean of the support
+    features (squared Euclidean), exactly, and the logits are ||g||^2 - ||g - mu_c||^2."""
+    learner = _learner(name, num_inner_steps=0)
+    batch = _episodes()
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    logits = learner.predict(state, batch.query_x).numpy()  # [B, Q, N]
+    support, query = _features(learner, batch.support_x), _features(learner, batch.query_x)
+    labels = batch.support_y.numpy()
+    means = np.stack(
+        [[s[y == c].mean(0) for c in range(N)] for s, y in zip(support, labels, strict=True)]
+    )
+    distances = ((query[:, :, None, :] - means[:, None, :, :]) ** 2).sum(-1)  # [B, Q, N]
+    np.testing.assert_array_equal(logits.argmax(-1), distances.argmin(-1))
+    expected = (query**2).sum(-1)[..., None] - distances
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-3 * np.abs(expected).max())
+
+
+def test_padded_points_change_nothing(name):
+    learner = _learner(name)
+    batch = _episodes()
+    pad = 4
+    padded = TaskBatch(
+        tf.concat([batch.support_x, tf.fill([3, pad, D], 1e6)], 1),
+        tf.concat([batch.support_y, tf.constant([[0, 4, 2, 4]] * 3, tf.int32)], 1),
+        tf.concat([batch.support_mask, tf.zeros([3, pad], tf.bool)], 1),
+        batch.query_x,
+        batch.query_y,
+    )
+    clean, dirty = learner.meta_loss(batch)[0], learner.meta_loss(padded)[0]
+    np.testing.assert_allclose(dirty, clean, rtol=1e-5)
+
+
+def test_the_meta_gradient_flows_through_the_class_means(name):
+    """With zero inner steps the query loss reaches theta only through the features and
+    the means they make: every weight of the network gets a meta-gradient (but the
+    context kernel, which multiplies phi_0 = 0), and the network has no output layer
+    of its own (the head is per task)."""
+    learner = _learner(name, num_inner_steps=0)
+    params = learner.network.params
+    with tf.GradientTape() as tape:
+        loss, _ = learner.meta_loss(_episodes())
+    grads = tape.gradient(loss, params)
+    assert len(params) == 2 + (0 if "maml" in name else 1)  # kernel_x, (kernel_context), bias
+    for param, grad in zip(params, grads, strict=True):
+        if "kernel_context" in param.path:
+            assert grad is None or not np.any(grad.numpy()), param.path
+        else:
+            assert grad is not None and np.any(grad.numpy() != 0), param.path
+    assert learner.hparams()["head"] == "prototypes"
+
+
+def test_the_inner_loop_adapts_what_the_learner_adapts(name):
+    learner = _learner(name, num_inner_steps=1)
+    batch = _episodes()
+    start = learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
+    adapted = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    moved = [not np.allclose(a, s) for a, s in zip(adapted, start, strict=True)]
+    if "maml" in name:  # every weight, the head included
+        assert all(moved)
+    else:  # CAVIA and VIABLE: phi only; the head as initialised from phi_0
+        assert moved == [True, False, False] and not learner.adapts_context
+
+
+def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
+    learner = _learner("relviable")
+    batch = _episodes(b=2)
+    mask = batch.support_mask.numpy()
+    mask[0, batch.support_y.numpy()[0] == 3] = False  # task 0 has no real point of class 3
+    state = learner.adapt(batch.support_x, batch.support_y, tf.constant(mask))
+    assert all(np.all(np.isfinite(s)) for s in state)
+    np.testing.assert_array_equal(state[2][0, 3], EMPTY_CLASS_BIAS)
+    logits = learner.predict(state, batch.query_x)
+    probabilities = tf.nn.softmax(logits).numpy()
+    assert np.all(np.isfinite(probabilities))
+    assert np.all(probabilities[0, :, 3] == 0) and np.all(logits.numpy().argmax(-1)[0] != 3)
+    assert np.any(logits.numpy().argmax(-1)[1] == 3)  # task 1 still has class 3
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: CAVIA(input_dim=1, output_dim=1, head="prototypes"), "task_loss='cross_entropy'"),
+        (
+            lambda: MAML(input_dim=2, output_dim=3, task_loss="cross_entropy", head="centroid"),
+            "head must be one of ['linear', 'prototypes'], got 'centroid'",
+        ),
+        (
+            lambda: CAVIA(
+                input_dim=2,
+                output_dim=3,
+                task_loss="cross_entropy",
+                head="prototypes",
+                network=lambda **kw: PredictionNetwork(hidden_units=(), **kw),
+            ),
+            "needs a hidden layer",
+        ),
+    ],
+)
+def test_bad_head_configurations(make, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        make()
+
+
+def test_export_serves_the_prototype_head_and_refuses_an_empty_class(tmp_path):
+    """serving_default answers as the learner does; a support set without a class is one
+    INVALID_ARGUMENT (gRPC) / 400 (REST) naming the class, from the server and from the
+    graph alike (the official server runs the graph's check)."""
+    learner = _learner("cavia")
+    base = str(tmp_path / "proto")
+    path = export_saved_model(learner, base)
+    loaded = tf.saved_model.load(path)
+    assert sorted(loaded.signatures) == ["serving_default", "serving_masked"]
+    batch = _episodes(b=2)
+    out = loaded.signatures["serving_default"](
+        support_x=batch.support_x, support_y=batch.support_y, query_x=batch.query_x
+    )
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    np.testing.assert_allclose(out["logits"], learner.predict(state, batch.query_x), atol=1e-4)
+    labels = batch.support_y.numpy()
+    labels[1, labels[1] == 2] = 1  # task 1: no point of class 2
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"of every class 0\.\.4"):
+        loaded.signatures["serving_default"](
+            support_x=batch.support_x, support_y=tf.constant(labels), query_x=batch.query_x
+        )
+    running = RunningServer(
+        ServerOptions(models=[model_config("proto", base)], port=0, rest_api_port=0)
+    )
+    client = Client(running.grpc_target)
+    try:
+        good = client.predict(batch.support_x, batch.support_y, batch.query_x, model_name="proto")
+        np.testing.assert_allclose(good["logits"], out["logits"], atol=1e-5)
+        with pytest.raises(grpc.RpcError) as info:
+            client.predict(batch.support_x, labels, batch.query_x, model_name="proto")
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        expected = "of every class 0..4 (this model's output layer starts at each class's "
+        expected += "support mean): class 2 has none in task 1"
+        assert expected in info.value.details()
+        body = {
+            "inputs": {
+                "support_x": batch.support_x.numpy().tolist(),
+                "support_y": labels.tolist(),
+                "query_x": batch.query_x.numpy().tolist(),
+            }
+        }
+        response = requests.post(
+            f"{running.rest_url}/v1/models/proto:predict", data=json.dumps(body), timeout=60
+        )
+        assert response.status_code == 400 and expected in response.json()["error"]
+    finally:
+        client.close()
+        running.stop()

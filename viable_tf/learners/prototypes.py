@@ -1,0 +1,60 @@
+"""The prototype head: a classifier's output layer that starts, per task, at the nearest
+class mean of its support set in the network's own feature space (Proto-MAML,
+Triantafillou et al., Meta-Dataset, ICLR 2020).
+
+For task b with penultimate features g(x) [H] and support class means mu_c [H] (real
+points only, masks respected):
+
+    w_c = 2 mu_c,   b_c = -||mu_c||^2,   logit_c(x) = w_c . g(x) + b_c
+                                                    = ||g(x)||^2 - ||g(x) - mu_c||^2
+
+so before any inner step the argmax is the nearest class mean (squared Euclidean). The
+meta-gradient flows through the means into the network. A learner chooses it with
+`head='prototypes'` (the paper's plain output layer is `head='linear'`, the default).
+
+A class with no real support point has no mean: its weights are zero and its bias
+EMPTY_CLASS_BIAS, so it is never predicted (and its probability is 0). An export of a
+prototype-head model refuses such a request instead (signature.empty_class_message).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+HEADS = ("linear", "prototypes")
+#: The bias of a class without support points: far below any real class's logit.
+EMPTY_CLASS_BIAS = -1e9
+
+
+def check_head(head: str, task_loss: str) -> str:
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
+    if head == "prototypes" and task_loss != "cross_entropy":
+        raise ValueError(
+            f"head='prototypes' is a classifier's output layer (class means); "
+            f"it needs task_loss='cross_entropy', got {task_loss!r}"
+        )
+    return head
+
+
+def prototype_head(
+    features: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor, num_classes: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """features [B, K, H], labels int [B, K], mask bool [B, K] -> (kernel [B, H, N],
+    bias [B, N]): w_c = 2 mu_c, b_c = -||mu_c||^2 over each task's real points."""
+    real = tf.cast(mask, features.dtype)  # [B, K]
+    # Padded points may hold anything (even inf): zeroed, not multiplied by 0.
+    features = tf.where(mask[..., None], features, tf.zeros_like(features))
+    members = tf.one_hot(labels, num_classes, dtype=features.dtype) * real[..., None]  # [B,K,N]
+    counts = tf.reduce_sum(members, axis=1)  # [B, N]
+    sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
+    means = sums / tf.maximum(counts, 1.0)[..., None]  # [B, N, H]
+    kernel = 2.0 * tf.transpose(means, [0, 2, 1])  # [B, H, N]
+    bias = -tf.reduce_sum(tf.square(means), axis=-1)  # [B, N]
+    bias = tf.where(counts > 0, bias, tf.fill(tf.shape(bias), EMPTY_CLASS_BIAS))
+    return kernel, bias
+
+
+def apply_head(features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """features [B, P, H], kernel [B, H, N], bias [B, N] -> logits [B, P, N]."""
+    return tf.matmul(features, kernel) + bias[:, None, :]
