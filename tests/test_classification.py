@@ -130,15 +130,17 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
         assert accuracy.num_tasks == 200 and 0 < accuracy.mean <= 1 and 0 < nearest_mean.mean <= 1
 
 
-CLASSIFICATION_CONFIGS = sorted(
+ALL_CLASSIFICATION_CONFIGS = sorted(
     os.path.relpath(p, REPO)
     for pattern in ("mini_imagenet", "omniglot")
     for p in glob.glob(os.path.join(REPO, "gin", pattern, "*shot.gin"))
 )
+CLASSIFICATION_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if "_proto_" not in c]
+PROTOTYPE_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if "_proto_" in c]
 
 
 def test_every_method_and_shot_has_a_config():
-    names = {os.path.relpath(c, "gin") for c in CLASSIFICATION_CONFIGS}
+    names = {os.path.relpath(c, "gin") for c in ALL_CLASSIFICATION_CONFIGS}
     for dataset in ("mini_imagenet", "omniglot"):
         for method in ("cavia", "maml", "simviable", "relviable"):
             for shots in (1, 5):
@@ -149,6 +151,9 @@ def test_every_method_and_shot_has_a_config():
         for dataset in ("mini_imagenet", "omniglot"):
             for shots in (1, 5):
                 assert os.path.join(dataset, f"{method}_5way{shots}shot.gin") in names
+    # The prototype head (issue 22): every method and setting above, with '_proto'.
+    plain = {n for n in names if "_proto_" not in n}
+    assert {n.replace("_proto_", "_") for n in names if "_proto_" in n} == plain
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +181,7 @@ def test_classification_config_builds_the_paper_models(config, config_data, tmp_
     learner = trainer.learner
     method, setting = os.path.basename(config).removesuffix(".gin").rsplit("_", 1)
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
-    assert learner.method_name == method
+    assert learner.method_name == method and learner.head == "linear"
     assert (trainer.tasks.num_ways, trainer.tasks.num_shots) == (ways, shots)
     assert (learner.input_dim, learner.output_dim) == (dim, ways)
     assert learner.task_loss_name == "cross_entropy" and learner.num_inner_steps == 2
@@ -203,6 +208,35 @@ def test_classification_config_builds_the_paper_models(config, config_data, tmp_
     assert len(trainer.tasks.train.classes) == classes
     for macro in ("NUM_STEPS", "NUM_WAYS", "NUM_SHOTS", "NUM_QUERIES", "SEED", "DATA_DIR"):
         gin.query_parameter(f"%{macro}")
+
+
+@pytest.mark.parametrize("config", PROTOTYPE_CONFIGS)
+def test_a_prototype_config_is_its_method_with_the_prototype_head(config, monkeypatch):
+    """Each '_proto' config binds exactly one thing more than its method's: the head."""
+    monkeypatch.chdir(REPO)
+    bindings = {}
+    for name in (config, config.replace("_proto_", "_")):
+        parse_gin([name], [])
+        bindings[name] = {
+            line for line in gin.config_str().splitlines() if line and not line.startswith("#")
+        }
+    proto, plain = bindings.values()
+    (extra,) = proto - plain
+    assert not plain - proto and extra.endswith(".head = 'prototypes'"), extra
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["gin/omniglot/cavia_proto_20way1shot.gin", "gin/mini_imagenet/maml_proto_5way5shot.gin"],
+)
+def test_prototype_configs_build_and_train(config, config_data, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    dim = 640 if "mini_imagenet" in config else 64
+    parse_gin([config], [f"DATA_DIR={config_data[dim]!r}", "Trainer.show_progress=False"])
+    trainer = Trainer(model_dir=str(tmp_path / "run"))
+    assert trainer.learner.head == "prototypes" and not trainer.learner.network.output_layer
+    ran, loss_sums, *_, first_bad = trainer._train_chunk(tf.constant(2))
+    assert int(ran) == 2 and int(first_bad) == -1 and np.all(np.isfinite(loss_sums.numpy()))
 
 
 # -- export ----------------------------------------------------------------------------
