@@ -168,6 +168,53 @@ def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: i
     return (*arrays(support), *arrays(query))
 
 
+def rest_predict(url: str, model_name: str, inputs: dict[str, np.ndarray], **spec) -> dict:
+    """One :predict over TF Serving's REST API (columnar "inputs"); the outputs as arrays."""
+    import requests
+
+    path = f"{url.rstrip('/')}/v1/models/{model_name}"
+    if spec.get("version") is not None:
+        path += f"/versions/{spec['version']}"
+    elif spec.get("label"):
+        path += f"/labels/{spec['label']}"
+    body = {"inputs": {name: value.tolist() for name, value in inputs.items()}}
+    response = requests.post(f"{path}:predict", json=body, timeout=300)
+    if response.status_code != 200:
+        raise RuntimeError(f"REST {response.status_code}: {response.json().get('error')}")
+    return {name: np.asarray(value) for name, value in response.json()["outputs"].items()}
+
+
+def omniglot_report(client: Client, args, spec: dict) -> str:
+    """Accuracy of the served classifier on `num_episodes` test-alphabet episodes, over
+    gRPC (and REST, with --rest_url: the same episodes, and whether the answers agree)."""
+    correct = {"gRPC": 0, "REST": 0}
+    total, disagreements = 0, 0
+    for episode in range(args.num_episodes):
+        support_x, support_y, query_x, query_y = omniglot_episode(
+            args.data_dir, args.num_ways, args.num_shots, args.num_queries, args.seed + episode
+        )
+        outputs = client.predict(support_x, support_y, query_x, model_name=args.model_name, **spec)
+        correct["gRPC"] += int(np.sum(outputs[sig.CLASSES] == query_y))
+        total += query_y.size
+        if args.rest_url:
+            inputs = {sig.SUPPORT_X: support_x, sig.SUPPORT_Y: support_y, sig.QUERY_X: query_x}
+            rest = rest_predict(args.rest_url, args.model_name, inputs, **spec)
+            correct["REST"] += int(np.sum(rest[sig.CLASSES] == query_y))
+            disagreements += int(np.sum(rest[sig.CLASSES] != outputs[sig.CLASSES]))
+    what = (
+        f"omniglot {args.num_ways}-way {args.num_shots}-shot, {args.num_episodes} "
+        f"episode{'s' * (args.num_episodes > 1)} (test alphabets): "
+    )
+    lines = [f"{what}accuracy {correct['gRPC'] / total:.3f} on {total} queries"]
+    if args.rest_url:
+        lines[0] += " over gRPC"
+        lines.append(
+            f"{what}accuracy {correct['REST'] / total:.3f} on {total} queries over REST; "
+            f"{disagreements} answers differ between the protocols"
+        )
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-client", description=__doc__.split("\n")[0])
     add_verbosity_flag(parser)
@@ -186,7 +233,14 @@ def _parser() -> argparse.ArgumentParser:
     omniglot.add_argument("--num_ways", type=int, default=5)
     omniglot.add_argument("--num_shots", type=int, default=1)
     omniglot.add_argument("--num_queries", type=int, default=5, help="per class")
-    omniglot.add_argument("--seed", type=int, default=0)
+    omniglot.add_argument("--seed", type=int, default=0, help="of the first episode")
+    omniglot.add_argument("--num_episodes", type=int, default=1, help="episodes seed, seed+1, ...")
+    omniglot.add_argument(
+        "--rest_url",
+        default="",
+        help="also send each episode over REST to this server (http://host:port), and "
+        "report both protocols' accuracy",
+    )
     commands.add_parser("status", help="the model's version statuses")
     commands.add_parser("metadata", help="the model's signatures")
     return parser
@@ -202,17 +256,11 @@ def main() -> None:
         elif args.command == "metadata":
             print(json.dumps(client.metadata(args.model_name, **spec), indent=2))
         elif args.command == "omniglot":
-            support_x, support_y, query_x, query_y = omniglot_episode(
-                args.data_dir, args.num_ways, args.num_shots, args.num_queries, args.seed
-            )
-            outputs = client.predict(
-                support_x, support_y, query_x, model_name=args.model_name, **spec
-            )
-            accuracy = float(np.mean(outputs[sig.CLASSES] == query_y))
-            print(
-                f"omniglot {args.num_ways}-way {args.num_shots}-shot episode (test alphabets): "
-                f"accuracy {accuracy:.3f} on {query_y.size} queries"
-            )
+            if args.num_episodes < 1:
+                raise SystemExit(
+                    f"viable-client: --num_episodes must be >= 1, got {args.num_episodes}"
+                )
+            print(omniglot_report(client, args, spec))
         else:
             rng = np.random.default_rng(args.seed)
             amplitude, phase = rng.uniform(0.1, 5.0), rng.uniform(0, np.pi)
@@ -234,6 +282,9 @@ def main() -> None:
             )
     except grpc.RpcError as error:
         print(f"viable-client: {error.code().name}: {error.details()}", file=sys.stderr)
+        sys.exit(1)
+    except RuntimeError as error:  # a REST answer other than 200
+        print(f"viable-client: {error}", file=sys.stderr)
         sys.exit(1)
     finally:
         client.close()

@@ -76,6 +76,7 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, m
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Omniglot test accuracy" in result.stdout
+    assert "5way5shot: exported cavia_5way5shot (best validation accuracy" in result.stdout
     summary = json.loads((work / "results.json").read_text())
     run = summary["runs"]["cavia_5way5shot"]
     assert run["num_tasks"] == 20 and run["metric"] == "accuracy"
@@ -85,6 +86,7 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, m
         assert (work / "features" / "omniglot" / "center" / f"{split}_embeddings.pkl").exists()
     base = work / "export" / "cavia_5way5shot"
     assert (base / "1" / "saved_model.pb").exists()
+    assert summary["served"] == {"5way5shot": "cavia_5way5shot"}
 
     server = RunningServer(
         ServerOptions(models=[model_config("omniglot", str(base))], port=0, rest_api_port=0)
@@ -137,13 +139,17 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, m
             [
                 *("viable-client", f"--target={server.grpc_target}", "--model_name=omniglot"),
                 *("omniglot", f"--data_dir={DATA_DIR}", "--num_ways=5", "--num_shots=5"),
+                *("--num_queries=2", "--num_episodes=2", f"--rest_url={server.rest_url}"),
             ],
         )
         client_cli.main()
-        printed = capsys.readouterr().out
-        assert "omniglot 5-way 5-shot episode (test alphabets): accuracy" in printed
-        accuracy = float(printed.split("accuracy ")[1].split()[0])
-        assert 0.0 <= accuracy <= 1.0 and printed.rstrip().endswith("on 25 queries")
+        grpc_line, rest_line = capsys.readouterr().out.strip().splitlines()
+        what = "omniglot 5-way 5-shot, 2 episodes (test alphabets): accuracy "
+        assert grpc_line.startswith(what) and grpc_line.endswith("on 20 queries over gRPC")
+        assert rest_line.startswith(what) and "on 20 queries over REST" in rest_line
+        assert rest_line.endswith("0 answers differ between the protocols")
+        accuracies = [float(line.removeprefix(what).split()[0]) for line in (grpc_line, rest_line)]
+        assert accuracies[0] == accuracies[1] and 0.0 <= accuracies[0] <= 1.0
     finally:
         client.close()
         server.stop()

@@ -9,8 +9,10 @@ Stages, each skipped when its output exists (rerun the command to resume):
   2. train     meta-train and test each method x setting (gin/omniglot/*.gin):
                W/runs/<method>_<N>way<K>shot/ (results.json: accuracy, 95% CI)
   3. sweep     the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
-  4. export    each model with the frozen encoder in front, taking images as read
-               (float32 [B, K, 105, 105, 1], 0..1): W/export/<method>_<N>way<K>shot/<v>/
+  4. export    per setting, the model with the best *validation* accuracy among those
+               trained (never chosen on test), with the frozen encoder in front, taking
+               images as read (float32 [B, K, 105, 105, 1], 0..1):
+               W/export/<method>_<N>way<K>shot/<v>/; W/results.json names it ("served")
 Then W/results.json and W/results.md hold every number with the wall-clock times,
 beside a reference without meta-learning on the same test episodes: each query takes
 the label of the nearest class mean of its support features.
@@ -33,7 +35,7 @@ from viable_tf.run_dir import RunDir
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = "omniglot"  # the shipped configs' folder (viable_tf.config)
 DEFAULT_DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
-METHODS = ("cavia", "simviable", "relviable")
+METHODS = ("cavia", "simviable", "relviable", "cavia_proto", "simviable_proto", "relviable_proto")
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 SWEEP_SHOTS = tuple(range(1, 10))
 LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
@@ -45,6 +47,8 @@ LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
     "maml_simviable": "MAML+simVIABLE",
     "maml_relviable": "MAML+relVIABLE",
 }
+# The same methods with the prototype head (issue 22): gin/omniglot/<method>_proto_*.gin.
+LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in LABELS.items()})
 
 
 def _load(path: str) -> dict:
@@ -205,6 +209,12 @@ def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 
+def best_by_validation(runs: dict[str, dict], setting: str) -> str:
+    """The run of `setting` with the best meta-validation accuracy (ties: the first)."""
+    candidates = [name for name in runs if name.endswith(f"_{setting}")]
+    return max(candidates, key=lambda name: runs[name]["best_validation_accuracy"])
+
+
 def _cell(record: dict) -> str:
     return f"{100 * record['mean']:.1f} ± {100 * record['ci95']:.1f}"
 
@@ -232,6 +242,11 @@ def report(summary: dict) -> str:
             if by_shots:
                 cells = " | ".join(_cell(by_shots[str(k)]) for k in shots)
                 lines.append(f"| {LABELS[method]} | {cells} |")
+    if summary.get("served"):
+        lines += ["", "### Exported for serving (best meta-validation accuracy per setting)", ""]
+        for setting, run in summary["served"].items():
+            accuracy = runs[run]["best_validation_accuracy"]
+            lines.append(f"- {setting}: {run} (validation {100 * accuracy:.1f}%)")
     lines += ["", "### Runs", ""]
     lines.append("| run | meta-updates | best at | wall-clock (train + test) |")
     lines.append("|---|---:|---:|---:|")
@@ -311,9 +326,18 @@ def _main() -> int:
             record["by_shots"] = {
                 str(k): _load(RunDir(model_dir).evaluation(k)) for k in SWEEP_SHOTS
             }
-        if not args.no_export:
-            record["export"] = export(args.work_dir, run)
         summary["runs"][run] = record
+    if not args.no_export:
+        summary["served"] = {}
+        for setting in settings:
+            run = best_by_validation(summary["runs"], setting)
+            summary["runs"][run]["export"] = export(args.work_dir, run)
+            summary["served"][setting] = run
+            accuracy = summary["runs"][run]["best_validation_accuracy"]
+            print(
+                f"{setting}: exported {run} (best validation accuracy {100 * accuracy:.1f}% "
+                f"of {len(methods)} methods) to {summary['runs'][run]['export']}"
+            )
     summary["reference"] = {s: reference(args.work_dir, s, args.test_episodes) for s in settings}
     summary.update(
         encoder=encoder,
