@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/meta_updates_per_second.py [--steps 3000] [--repeats 3]
     .venv/bin/python benchmarks/meta_updates_per_second.py --configs sine/cavia.gin,sine/maml.gin
+    .venv/bin/python benchmarks/meta_updates_per_second.py --steps 500 --rounds 2 \
+        --configs omniglot/cavia_5way1shot.gin,omniglot/cavia_proto_5way1shot.gin \
+        --gin_param "DATA_DIR='runs/omniglot/features'" --gin_param META_BATCH_SIZE=4
 
 Setting of the issue: B = 25 tasks, K = Q = 10, C = 5, one inner step, second
 order; the trainer's own compiled step function (a chunk of meta-updates per
@@ -53,10 +56,12 @@ def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> flo
         return chunk_rate(trainer, steps=steps, repeats=repeats)
 
 
-def measure_config(name: str, *, steps: int, repeats: int) -> float:
+def measure_config(name: str, *, steps: int, repeats: int, params=()) -> float:
     """The rate of a shipped config's trainer, built by gin as viable-train builds it."""
     gin.clear_config()
-    config.parse([name], ["Trainer.show_progress=False", f"Trainer.steps_per_call={steps}"])
+    config.parse(
+        [name], ["Trainer.show_progress=False", f"Trainer.steps_per_call={steps}", *params]
+    )
     with tempfile.TemporaryDirectory() as model_dir:
         return chunk_rate(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)
 
@@ -80,16 +85,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="meta-updates per timed chunk")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--configs", default=None, help="comma-separated shipped gin configs")
+    parser.add_argument("--gin_param", action="append", default=[], help="for every config")
+    parser.add_argument("--rounds", type=int, default=1, help="the configs in turn, N times")
     args = parser.parse_args()
     if args.configs:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
-        print("| config | meta-updates/s | ms / meta-update | vs the first |")
-        print("|---|---:|---:|---:|")
-        first = None
-        for name in args.configs.split(","):
-            rate = measure_config(name, steps=args.steps, repeats=args.repeats)
-            first = first or rate
-            print(f"| {name} | {rate:,.0f} | {1e3 / rate:.2f} | {first / rate:.2f} |", flush=True)
+        print("| round | config | meta-updates/s | ms / meta-update | time vs the first |")
+        print("|---:|---|---:|---:|---:|")
+        for round_ in range(1, args.rounds + 1):
+            first = None
+            for name in args.configs.split(","):
+                rate = measure_config(
+                    name, steps=args.steps, repeats=args.repeats, params=args.gin_param
+                )
+                first = first or rate
+                print(
+                    f"| {round_} | {name} | {rate:,.0f} | {1e3 / rate:.2f} | {first / rate:.2f} |",
+                    flush=True,
+                )
         return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
