@@ -241,3 +241,33 @@ def test_export_serves_the_prototype_head_and_refuses_an_empty_class(tmp_path):
     finally:
         client.close()
         running.stop()
+
+
+@pytest.mark.parametrize("name", ["cavia", "maml_simviable"])
+def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
+    """With skip_inputs the features are [x; s relu(h)], s = 1e-3 at first: before any
+    inner step the prediction is the nearest class mean of the inputs themselves (the
+    reference without meta-learning), and s gets a meta-gradient."""
+    keras.utils.set_random_seed(4)
+    learner = PROTOTYPE_LEARNERS[name](
+        input_dim=D,
+        output_dim=N,
+        num_inner_steps=0,
+        task_loss="cross_entropy",
+        head="prototypes",
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), skip_inputs=True, **kw),
+    )
+    batch = _episodes()
+    assert learner.network.feature_dim == D + 24
+    with tf.GradientTape() as tape:
+        state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        logits = learner.predict(state, batch.query_x)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(batch.query_y, logits))
+    x, y, q = batch.support_x.numpy(), batch.support_y.numpy(), batch.query_x.numpy()
+    means = np.stack([[s[t == c].mean(0) for c in range(N)] for s, t in zip(x, y, strict=True)])
+    nearest = (((q[:, :, None, :] - means[:, None]) ** 2).sum(-1)).argmin(-1)
+    np.testing.assert_array_equal(logits.numpy().argmax(-1), nearest)
+    (grad,) = tape.gradient(loss, [learner.network.feature_scale])
+    assert grad is not None and np.all(grad.numpy() != 0)
+    with pytest.raises(ValueError, match="skip_inputs=True is for a network without"):
+        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, skip_inputs=True)

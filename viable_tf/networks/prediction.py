@@ -15,7 +15,12 @@ MAML adapts the weights themselves, one copy per task, with a leading B axis.
 With `output_layer=False` the network ends at its last hidden layer (after the ReLU):
 the features on which a learner puts an output layer of its own per task, such as
 the prototype head (`learners/prototypes.py`), which starts at the support set's
-class means in this space.
+class means in this space. With `skip_inputs=True` as well, the features are the input
+beside the hidden layer, [x; s * relu(h)], with a learned scale s that starts at
+SKIP_SCALE_INIT = 1e-3: the prototype head then starts (all but) as the nearest class
+mean of the inputs themselves, and meta-learning decides how much of the learned
+features to add. (Not at 0: s enters the head's logits squared, so its gradient at 0 is
+exactly zero and it would never move.)
 
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
@@ -31,6 +36,9 @@ import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
+
+#: The learned scale of the hidden features beside the input (`skip_inputs`) starts here.
+SKIP_SCALE_INIT = 1e-3
 
 
 def _dense(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
@@ -68,6 +76,7 @@ class PredictionNetwork(keras.layers.Layer):
         kernel_initializer: str | dict | keras.initializers.Initializer | None = None,
         bias_initializer: str | dict | keras.initializers.Initializer | None = None,
         output_layer: bool = True,
+        skip_inputs: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -84,6 +93,9 @@ class PredictionNetwork(keras.layers.Layer):
                 "got hidden_units=()"
             )
         self.output_layer = bool(output_layer)
+        if skip_inputs and output_layer:
+            raise ValueError("skip_inputs=True is for a network without its output layer")
+        self.skip_inputs = bool(skip_inputs)
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -131,6 +143,13 @@ class PredictionNetwork(keras.layers.Layer):
             )
             setattr(self, f"kernel_{i}", kernel)
             setattr(self, f"bias_{i}", bias)
+        if self.skip_inputs:
+            self._param_names.append("feature_scale")
+            self.feature_scale = self.add_weight(
+                shape=(1,),
+                initializer=keras.initializers.Constant(SKIP_SCALE_INIT),
+                name="feature_scale",
+            )
         self.built = True
 
     def _kernel_init(self, fan_in: int, fan_out: int):
@@ -145,8 +164,10 @@ class PredictionNetwork(keras.layers.Layer):
 
     @property
     def feature_dim(self) -> int:
-        """Width of the last hidden layer: what `forward` returns without an output layer."""
-        return self.hidden_units[-1] if self.hidden_units else self.input_dim
+        """Width of what `forward` returns without an output layer: the last hidden layer
+        (and the input beside it, with `skip_inputs`)."""
+        width = self.hidden_units[-1] if self.hidden_units else self.input_dim
+        return width + (self.input_dim if self.skip_inputs else 0)
 
     @property
     def params(self) -> list:
@@ -171,6 +192,7 @@ class PredictionNetwork(keras.layers.Layer):
           network built without its output layer.
         """
         params = list(params)
+        scale = params.pop() if self.skip_inputs else None  # [1] or per task [B, 1]
         h = _dense(x, params.pop(0))  # [B, P, H]
         if self.context_dim:
             if context is None:
@@ -188,6 +210,9 @@ class PredictionNetwork(keras.layers.Layer):
             h = _add_bias(_dense(h, kernel), bias)
         if not self.output_layer:
             h = tf.nn.relu(h)  # [B, P, H]
+        if scale is not None:
+            scale = scale if len(scale.shape) == 1 else scale[:, None, :]
+            h = tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
         return h  # [B, P, Y]
 
     def get_config(self) -> dict:
@@ -201,6 +226,7 @@ class PredictionNetwork(keras.layers.Layer):
             kernel_initializer=_serialize(self.kernel_initializer),
             bias_initializer=_serialize(self.bias_initializer),
             output_layer=self.output_layer,
+            skip_inputs=self.skip_inputs,
         )
         return config
 
