@@ -271,3 +271,38 @@ def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
     assert grad is not None and np.all(grad.numpy() != 0)
     with pytest.raises(ValueError, match="skip_inputs=True is for a network without"):
         PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, skip_inputs=True)
+
+
+def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
+    keras.utils.set_random_seed(4)
+    common = dict(
+        input_dim=D,
+        output_dim=N,
+        context_dim=8,
+        num_inner_steps=1,
+        task_loss="cross_entropy",
+        head="prototypes",
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+    )
+    plain = CAVIA(**common)
+    keras.utils.set_random_seed(4)
+    warm = CAVIA(head_temperature=10.0, learn_temperature=True, **common)
+    batch = _episodes()
+    assert "log_head_temperature" in [v.name for v in warm.trainable_variables]
+    start = [learner.start_state(*batch[:3]) for learner in (plain, warm)]
+    np.testing.assert_allclose(
+        warm.predict(start[1], batch.query_x),
+        plain.predict(start[0], batch.query_x) / 10.0,
+        rtol=1e-5,
+    )
+    with tf.GradientTape() as tape:
+        loss, _ = warm.meta_loss(batch)
+    (grad,) = tape.gradient(loss, [warm.temperature])
+    assert grad is not None and float(grad) != 0.0
+    # A softer softmax: the support loss is no longer saturated near 0 at the start.
+    _, losses = warm.adapt(*batch[:3], return_inner_losses=True)
+    assert float(losses[0].numpy().mean()) > float(
+        plain.adapt(*batch[:3], return_inner_losses=True)[1][0].numpy().mean()
+    )
+    with pytest.raises(ValueError, match="head_temperature must be > 0, got 0"):
+        CAVIA(head_temperature=0.0, **common)

@@ -37,6 +37,8 @@ class CAVIA(Learner):
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
         head: str = "linear",
+        head_temperature: float = 1.0,
+        learn_temperature: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -52,6 +54,11 @@ class CAVIA(Learner):
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
         self.head = prototypes.check_head(head, task_loss)
+        self.temperature = (
+            prototypes.head_temperature(self, head_temperature, learn_temperature)
+            if self.head == "prototypes"
+            else None
+        )
         if self.head == "prototypes":
             self.network = network(
                 input_dim=input_dim,
@@ -91,4 +98,4 @@ class CAVIA(Learner):
             (context,) = state
             return self.network(x, context)
         context, kernel, bias = state
-        return prototypes.apply_head(self.network(x, context), kernel, bias)
+        return prototypes.apply_head(self.network(x, context), kernel, bias, self.temperature)

@@ -38,6 +38,8 @@ class MAML(Learner):
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
         head: str = "linear",
+        head_temperature: float = 1.0,
+        learn_temperature: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -53,6 +55,11 @@ class MAML(Learner):
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
         self.head = prototypes.check_head(head, task_loss)
+        self.temperature = (
+            prototypes.head_temperature(self, head_temperature, learn_temperature)
+            if self.head == "prototypes"
+            else None
+        )
         self.network = network(
             input_dim=input_dim,
             output_dim=output_dim,
@@ -98,4 +105,4 @@ class MAML(Learner):
             out = self.network.forward(weights, x, context)
         else:
             out = self.network.forward(state, x)
-        return out if head is None else prototypes.apply_head(out, *head)
+        return out if head is None else prototypes.apply_head(out, *head, self.temperature)

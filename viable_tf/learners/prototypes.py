@@ -12,6 +12,12 @@ so before any inner step the argmax is the nearest class mean (squared Euclidean
 meta-gradient flows through the means into the network. A learner chooses it with
 `head='prototypes'` (the paper's plain output layer is `head='linear'`, the default).
 
+The logits may be divided by a temperature tau (`head_temperature`, default 1: the plain
+class-mean logits), meta-learned as log tau with `learn_temperature=True`. At one shot
+every support point is its class mean, the softmax over squared distances between class
+means is saturated and the support loss has almost no gradient (docs/omniglot/
+prototype_head.md); a larger tau gives the inner loop one again.
+
 A class with no real support point has no mean: its weights are zero and its bias
 EMPTY_CLASS_BIAS, so it is never predicted (and its probability is 0). An export of a
 prototype-head model refuses such a request instead (signature.empty_class_message).
@@ -24,6 +30,28 @@ import tensorflow as tf
 HEADS = ("linear", "prototypes")
 #: The bias of a class without support points: far below any real class's logit.
 EMPTY_CLASS_BIAS = -1e9
+
+
+def head_temperature(learner, initial: float, learned: bool):
+    """The head's temperature: `initial`, or a meta-learned log tau starting at it."""
+    if not initial > 0:
+        raise ValueError(f"head_temperature must be > 0, got {initial}")
+    if not learned:
+        return float(initial)
+    import math
+
+    import keras
+
+    return learner.add_weight(
+        shape=(),
+        initializer=keras.initializers.Constant(math.log(initial)),
+        name="log_head_temperature",
+    )
+
+
+def temperature_value(temperature) -> tf.Tensor | float:
+    """tau from what head_temperature made (a float, or log tau as a variable)."""
+    return temperature if isinstance(temperature, float) else tf.exp(temperature)
 
 
 def check_head(head: str, task_loss: str) -> str:
@@ -55,6 +83,10 @@ def prototype_head(
     return kernel, bias
 
 
-def apply_head(features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
-    """features [B, P, H], kernel [B, H, N], bias [B, N] -> logits [B, P, N]."""
-    return tf.matmul(features, kernel) + bias[:, None, :]
+def apply_head(
+    features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor, temperature=1.0
+) -> tf.Tensor:
+    """features [B, P, H], kernel [B, H, N], bias [B, N] -> logits [B, P, N] / tau."""
+    logits = tf.matmul(features, kernel) + bias[:, None, :]
+    tau = temperature_value(temperature)
+    return logits if isinstance(tau, float) and tau == 1.0 else logits / tau
