@@ -146,9 +146,8 @@ def test_serving_limits_from_the_command_line_are_enforced(base):
 # -- versions ------------------------------------------------------------------------------
 
 
-def test_a_request_in_flight_finishes_on_the_version_it_started_on(base, tmp_path):
-    """Version 1 is queued for a batch when version 2 arrives and 1 is unloaded: the
-    request still gets version 1's answer, and the next one version 2's."""
+def _server_of_version_1(base, tmp_path, **options):
+    """A server of a model folder holding version 1 of `base`, polled by hand."""
     models = tmp_path / "sine"
     os.mkdir(models)
     shutil.copytree(os.path.join(base, "1"), models / "1")
@@ -157,10 +156,18 @@ def test_a_request_in_flight_finishes_on_the_version_it_started_on(base, tmp_pat
             models=[model_config("sine", str(models))],
             port=0,
             rest_api_port=None,
-            poll_seconds=3600,  # polled by hand below
-            batching=BatchingOptions(max_batch_size=8, batch_timeout_micros=1_000),
+            poll_seconds=3600,
+            **options,
         )
     )
+    return models, running
+
+
+def test_a_request_in_flight_finishes_on_the_version_it_started_on(base, tmp_path):
+    """Version 1 is queued for a batch when version 2 arrives and 1 is unloaded: the
+    request still gets version 1's answer, and the next one version 2's."""
+    batching = BatchingOptions(max_batch_size=8, batch_timeout_micros=1_000)
+    models, running = _server_of_version_1(base, tmp_path, batching=batching)
     client = Client(running.grpc_target)
     try:
         task = _task()
@@ -189,17 +196,7 @@ def test_a_request_in_flight_finishes_on_the_version_it_started_on(base, tmp_pat
 
 
 def test_a_failed_version_is_retried_only_when_its_folder_changes(base, tmp_path):
-    models = tmp_path / "sine"
-    os.mkdir(models)
-    shutil.copytree(os.path.join(base, "1"), models / "1")
-    running = RunningServer(
-        ServerOptions(
-            models=[model_config("sine", str(models))],
-            port=0,
-            rest_api_port=None,
-            poll_seconds=3600,  # polled by hand below
-        )
-    )
+    models, running = _server_of_version_1(base, tmp_path)
     broken = models / "2"
     os.mkdir(broken)
     (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
