@@ -1,4 +1,9 @@
-"""REST: TF Serving's /v1/models API, and the Prometheus page, on aiohttp."""
+"""REST: TF Serving's /v1/models API, and the Prometheus page, on aiohttp.
+
+Every answer carries the CORS headers TF Serving sends (http_rest_api_util.cc), errors
+included, and a preflight OPTIONS is answered with them: a page on another origin can
+call the API from a browser.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,28 @@ PATH = re.compile(
     r"(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
     r"(?:(?P<metadata>/metadata)|:(?P<verb>[A-Za-z]+))?$"
 )
+
+
+#: The CORS headers of every answer, as TF Serving's REST server sends them.
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, GET",
+    "Access-Control-Allow-Headers": "Content-Type",
+}
+
+
+@web.middleware
+async def cors(request: web.Request, handler):
+    """CORS headers on every answer (errors too); a preflight OPTIONS answered at once."""
+    if request.method == "OPTIONS":
+        return web.Response(status=200, headers=CORS_HEADERS)
+    try:
+        response = await handler(request)
+    except web.HTTPException as error:  # aiohttp's own: 404, 405, 413, ...
+        error.headers.update(CORS_HEADERS)
+        raise
+    response.headers.update(CORS_HEADERS)
+    return response
 
 
 def _error(error: ServingError) -> web.Response:
@@ -49,7 +76,7 @@ class RestApi:
         self.metrics_path = metrics_path
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.max_request_bytes + 1)
+        app = web.Application(client_max_size=self.max_request_bytes + 1, middlewares=[cors])
         if self.metrics is not None:
             app.router.add_get(self.metrics_path, self.prometheus)
         app.router.add_route("*", "/v1/{tail:.*}", self.dispatch)

@@ -156,6 +156,47 @@ def test_rest_row_and_columnar_match_grpc(server, client):
     np.testing.assert_allclose(adapt.json()["outputs"], expected["context"], atol=1e-6)
 
 
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, GET",
+    "Access-Control-Allow-Headers": "Content-Type",
+}
+
+
+def test_every_rest_answer_carries_tf_servings_cors_headers(server):
+    """As TF Serving's REST server: on answers, on errors (ours and aiohttp's own), and
+    on the preflight OPTIONS a browser sends before a cross-origin POST of JSON."""
+    origin = {"Origin": "http://elsewhere.example"}
+    answers = {
+        "status": requests.get(f"{server.rest_url}/v1/models/viable", headers=origin, timeout=30),
+        "predict": _rest(server, _row()),
+        "bad request": _rest(server, None, raw=b"{not json"),
+        "unknown model": requests.get(f"{server.rest_url}/v1/models/nope", timeout=30),
+        "not the API": requests.get(f"{server.rest_url}/elsewhere", timeout=30),
+        "preflight": requests.options(
+            f"{server.rest_url}/v1/models/viable:predict",
+            headers={
+                **origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "Content-Type",
+            },
+            timeout=30,
+        ),
+    }
+    codes = {name: response.status_code for name, response in answers.items()}
+    assert codes == {
+        "status": 200,
+        "predict": 200,
+        "bad request": 400,
+        "unknown model": 404,
+        "not the API": 404,
+        "preflight": 200,
+    }
+    for name, response in answers.items():
+        assert {k: response.headers.get(k) for k in CORS} == CORS, name
+    assert answers["preflight"].content == b""
+
+
 def test_rest_empty_support_is_k_zero(server, model):
     """JSON carries an empty support set only as [B, 0]; that is K = 0, as over gRPC."""
     learner, _ = model
