@@ -678,7 +678,7 @@ def test_canary_then_stable_over_grpc_and_rest_with_batching_drops_nothing(tmp_p
     }
     answers = {}
 
-    def by_label(protocol):
+    def by_label(protocol, worker):
         while not stop.is_set():
             try:
                 if protocol == "grpc":
@@ -701,11 +701,14 @@ def test_canary_then_stable_over_grpc_and_rest_with_batching_drops_nothing(tmp_p
                         continue
                     answer = np.asarray(reply.json()["outputs"]["predictions"])
                     version = None  # REST answers carry no version: told by the numbers
-                seen[protocol].append((version, answer))
+                seen[protocol].append((version, answer, worker))
             except grpc.RpcError as error:  # any failure during a swap is a dropped request
                 errors.append(error.details())
 
-    threads = [threading.Thread(target=by_label, args=(p,)) for p in ("grpc", "rest") * 2]
+    threads = [
+        threading.Thread(target=by_label, args=(p, worker))
+        for worker, p in enumerate(("grpc", "rest") * 2)
+    ]
     try:
         for thread in threads:
             thread.start()
@@ -736,9 +739,14 @@ def test_canary_then_stable_over_grpc_and_rest_with_batching_drops_nothing(tmp_p
         client.close()
         running.stop()
     assert not errors, errors[:3]
-    grpc_versions = [version for version, _ in seen["grpc"]]
+    grpc_versions = [version for version, _, _ in seen["grpc"]]
     assert grpc_versions[0] == 1 and grpc_versions[-1] == 2
-    assert grpc_versions == sorted(grpc_versions)  # once moved, never back
+    # Once moved, never back: each client thread's requests, sent one after the other,
+    # see versions in order. (Across threads the list is in order of completion: a
+    # request resolved to 1 just before the move may finish after another's on 2.)
+    for worker in {w for _, _, w in seen["grpc"]}:
+        versions = [version for version, _, w in seen["grpc"] if w == worker]
+        assert versions == sorted(versions), (worker, versions)
     for protocol in ("grpc", "rest"):
         first, last = seen[protocol][0][1], seen[protocol][-1][1]
         np.testing.assert_allclose(first, answers[1], atol=1e-5)
