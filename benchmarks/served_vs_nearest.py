@@ -25,23 +25,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from serving.client import omniglot_episode
 from viable_tf.datasets import omniglot
 from viable_tf.evaluation.statistics import mean_confidence_interval
-
-
-def episodes(test: omniglot.OmniglotSplit, ways: int, shots: int, queries: int, count: int):
-    """`count` episodes of the test split, seeds 10_000.. (apart from the client's)."""
-    classes = np.array(test.classes)
-    names = np.unique(classes)
-    for seed in range(10_000, 10_000 + count):
-        rng = np.random.default_rng(seed)
-        chosen = rng.choice(names, ways, replace=False)
-        support, query = [], []
-        for label, name in enumerate(chosen):
-            rows = rng.permutation(np.flatnonzero(classes == name))[: shots + queries]
-            support += [(row, label) for row in rows[:shots]]
-            query += [(row, label) for row in rows[shots:]]
-        yield tuple(np.array([p[i] for p in pairs]) for pairs in (support, query) for i in (0, 1))
 
 
 def main() -> None:
@@ -51,30 +37,29 @@ def main() -> None:
     parser.add_argument("--setting", default="20way1shot")
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--queries", type=int, default=5, help="per class")
+    parser.add_argument("--run", default="", help="the export to score (default: results.json's)")
     args = parser.parse_args()
     ways, shots = (int(n) for n in args.setting.removesuffix("shot").split("way"))
-    with open(os.path.join(args.work_dir, "results.json")) as f:
-        served = json.load(f)["served"][args.setting]
+    served = args.run
+    if not served:
+        with open(os.path.join(args.work_dir, "results.json")) as f:
+            served = json.load(f)["served"][args.setting]
     base = os.path.join(args.work_dir, "export", served)
     version = max(int(v) for v in os.listdir(base) if v.isdigit())
     serve = tf.saved_model.load(os.path.join(base, str(version))).signatures["serving_default"]
     encoder = keras.saving.load_model(os.path.join(args.work_dir, "encoder", "encoder.keras"))
-    test = omniglot.read_omniglot(args.data_dir)["test"]
     model, nearest = [], []
-    for s_rows, s_labels, q_rows, q_labels in episodes(
-        test, ways, shots, args.queries, args.episodes
-    ):
-        out = serve(
-            support_x=tf.constant(test.images[s_rows][None]),
-            support_y=tf.constant(s_labels[None].astype(np.int32)),
-            query_x=tf.constant(test.images[q_rows][None]),
+    for seed in range(10_000, 10_000 + args.episodes):  # apart from the client's seeds
+        support_x, support_y, query_x, query_y = omniglot_episode(
+            args.data_dir, ways, shots, args.queries, seed
         )
-        model.append(np.mean(out["classes"].numpy()[0] == q_labels))
-        features = omniglot.encode(encoder, test.images[np.concatenate([s_rows, q_rows])])
+        out = serve(support_x=support_x, support_y=support_y, query_x=query_x)
+        model.append(np.mean(out["classes"].numpy() == query_y))
+        features = omniglot.encode(encoder, np.concatenate([support_x[0], query_x[0]]))
         features /= np.linalg.norm(features, axis=1, keepdims=True)
-        support, query = features[: len(s_rows)], features[len(s_rows) :]
+        support, query = features[: support_y.size], features[support_y.size :]
         distances = ((query[:, None] - support[None]) ** 2).sum(-1)
-        nearest.append(np.mean(s_labels[distances.argmin(1)] == q_labels))
+        nearest.append(np.mean(support_y[0][distances.argmin(1)] == query_y[0]))
     print(f"{args.setting}, {args.episodes} test-alphabet episodes, {args.queries} queries/class\n")
     print("| classifier | accuracy (%) |")
     print("|---|---:|")

@@ -17,6 +17,7 @@ masked forms. So it works unchanged against the real tensorflow_model_server.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -146,12 +147,18 @@ def _support(support_x, support_y, support_mask) -> dict[str, np.ndarray]:
     return inputs
 
 
+@functools.cache
+def _test_split(data_dir: str):
+    """The test alphabets' images, read from the zips once per process."""
+    from viable_tf.datasets.omniglot import read_omniglot
+
+    return read_omniglot(data_dir)["test"]
+
+
 def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: int):
     """An episode of test-split Omniglot images as read from the PNGs (0..1): support_x
     [1, N*K, 105, 105, 1], support_y int32 [1, N*K], query_x, query_y."""
-    from viable_tf.datasets.omniglot import read_omniglot
-
-    test = read_omniglot(data_dir)["test"]
+    test = _test_split(data_dir)
     rng = np.random.default_rng(seed)
     classes = np.array(test.classes)
     chosen = rng.choice(np.unique(classes), ways, replace=False)
