@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from viable_tf.export import signature as sig
+from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner
 
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -144,14 +145,10 @@ class AdaptThenPredict(tf.Module):
                 )
             )
             if getattr(self.learner, "head", "linear") == "prototypes":
-                real = tf.logical_and(support_mask, in_range)  # [B, K]
-                members = (
-                    tf.one_hot(tf.where(real, support_y, 0), n)
-                    * tf.cast(real, tf.float32)[..., None]
-                )  # [B, K, N]
+                counts = prototypes.class_counts(support_y, support_mask, n)  # [B, N]
                 checks.append(
                     tf.debugging.assert_equal(
-                        tf.reduce_all(tf.reduce_sum(members, axis=1) > 0),
+                        tf.reduce_all(counts > 0),
                         True,
                         message=sig.empty_class_message(n),
                     )

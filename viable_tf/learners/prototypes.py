@@ -25,6 +25,9 @@ prototype-head model refuses such a request instead (signature.empty_class_messa
 
 from __future__ import annotations
 
+import math
+
+import keras
 import tensorflow as tf
 
 HEADS = ("linear", "prototypes")
@@ -38,10 +41,6 @@ def head_temperature(learner, initial: float, learned: bool):
         raise ValueError(f"head_temperature must be > 0, got {initial}")
     if not learned:
         return float(initial)
-    import math
-
-    import keras
-
     return learner.add_weight(
         shape=(),
         initializer=keras.initializers.Constant(math.log(initial)),
@@ -65,6 +64,13 @@ def check_head(head: str, task_loss: str) -> str:
     return head
 
 
+def class_counts(labels: tf.Tensor, mask: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """labels int [B, K], mask bool [B, K] -> real support points per class [B, N]
+    (labels outside 0..N-1 count for no class)."""
+    members = tf.one_hot(labels, num_classes) * tf.cast(mask, tf.float32)[..., None]
+    return tf.reduce_sum(members, axis=1)
+
+
 def prototype_head(
     features: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor, num_classes: int
 ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -74,7 +80,7 @@ def prototype_head(
     # Padded points may hold anything (even inf): zeroed, not multiplied by 0.
     features = tf.where(mask[..., None], features, tf.zeros_like(features))
     members = tf.one_hot(labels, num_classes, dtype=features.dtype) * real[..., None]  # [B,K,N]
-    counts = tf.reduce_sum(members, axis=1)  # [B, N]
+    counts = tf.reduce_sum(members, axis=1)  # [B, N], as class_counts
     sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
     means = sums / tf.maximum(counts, 1.0)[..., None]  # [B, N, H]
     kernel = 2.0 * tf.transpose(means, [0, 2, 1])  # [B, H, N]
