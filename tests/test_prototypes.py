@@ -273,6 +273,43 @@ def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
         PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, skip_inputs=True)
 
 
+@pytest.mark.parametrize("name", ["cavia", "maml"])
+def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_class_means(name):
+    """normalize_features=True l2-normalises the features: with skip_inputs and zero inner
+    steps the prediction is the nearest class mean of the l2-normalised inputs, and the
+    logits (before the temperature) are bounded: squared distances of unit vectors lie
+    in [0, 4], so |logit| <= 4 + 1 = 5 whatever the inputs' scale."""
+    keras.utils.set_random_seed(5)
+    learner = PROTOTYPE_LEARNERS[name](
+        input_dim=D,
+        output_dim=N,
+        num_inner_steps=0,
+        task_loss="cross_entropy",
+        head="prototypes",
+        network=lambda **kw: PredictionNetwork(
+            hidden_units=(24,), skip_inputs=True, normalize_features=True, **kw
+        ),
+    )
+    batch = _episodes()
+    scale = 100.0  # unnormalised features would give logits of order scale^2
+    state = learner.adapt(scale * batch.support_x, batch.support_y, batch.support_mask)
+    logits = learner.predict(state, scale * batch.query_x).numpy()
+    assert np.abs(logits).max() <= 5.0 + 1e-4
+    # The skip scale is 1e-3, so the features are the normalised inputs up to ~1e-3.
+    x, y, q = (t.numpy() for t in (batch.support_x, batch.support_y, batch.query_x))
+    x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    means = np.stack([[s[t == c].mean(0) for c in range(N)] for s, t in zip(x, y, strict=True)])
+    distances = ((q[:, :, None, :] - means[:, None]) ** 2).sum(-1)
+    nearest = distances.argmin(-1)
+    ordered = np.sort(distances, axis=-1)
+    clear = ordered[..., 1] - ordered[..., 0] > 1e-2  # ties within the skip's 1e-3 excluded
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(logits.argmax(-1)[clear], nearest[clear])
+    with pytest.raises(ValueError, match="normalize_features=True is for a network without"):
+        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, normalize_features=True)
+
+
 def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     keras.utils.set_random_seed(4)
     common = dict(

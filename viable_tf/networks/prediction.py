@@ -20,7 +20,9 @@ beside the hidden layer, [x; s * relu(h)], with a learned scale s that starts at
 SKIP_SCALE_INIT = 1e-3: the prototype head then starts (all but) as the nearest class
 mean of the inputs themselves, and meta-learning decides how much of the learned
 features to add. (Not at 0: s enters the head's logits squared, so its gradient at 0 is
-exactly zero and it would never move.)
+exactly zero and it would never move.) With `normalize_features=True` the features are
+l2-normalised last (a cosine space: the prototype head's squared distances lie in [0, 4],
+so its softmax stays soft under a temperature below 1 and the inner loop keeps a gradient).
 
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
@@ -39,6 +41,8 @@ from viable_tf.networks import initializers
 
 #: The learned scale of the hidden features beside the input (`skip_inputs`) starts here.
 SKIP_SCALE_INIT = 1e-3
+#: l2_normalize's floor on the squared norm (an all-zero ReLU feature vector stays 0).
+NORMALIZE_EPSILON = 1e-12
 
 
 def _dense(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
@@ -77,6 +81,7 @@ class PredictionNetwork(keras.layers.Layer):
         bias_initializer: str | dict | keras.initializers.Initializer | None = None,
         output_layer: bool = True,
         skip_inputs: bool = False,
+        normalize_features: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -96,6 +101,9 @@ class PredictionNetwork(keras.layers.Layer):
         if skip_inputs and output_layer:
             raise ValueError("skip_inputs=True is for a network without its output layer")
         self.skip_inputs = bool(skip_inputs)
+        if normalize_features and output_layer:
+            raise ValueError("normalize_features=True is for a network without its output layer")
+        self.normalize_features = bool(normalize_features)
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -213,6 +221,8 @@ class PredictionNetwork(keras.layers.Layer):
         if scale is not None:
             scale = scale if len(scale.shape) == 1 else scale[:, None, :]
             h = tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
+        if self.normalize_features:
+            h = tf.math.l2_normalize(h, axis=-1, epsilon=NORMALIZE_EPSILON)
         return h  # [B, P, Y]
 
     def get_config(self) -> dict:
@@ -227,6 +237,7 @@ class PredictionNetwork(keras.layers.Layer):
             bias_initializer=_serialize(self.bias_initializer),
             output_layer=self.output_layer,
             skip_inputs=self.skip_inputs,
+            normalize_features=self.normalize_features,
         )
         return config
 
