@@ -13,5 +13,6 @@ setup(
     package_data={
         "viable_tf.gin": ["*/*.gin"],
         "viable_tf.experiments": ["sine_reference.json"],
+        "serving": ["demo.html"],
     },
 )

@@ -16,6 +16,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_status_pb2
 
+from serving.demo import DemoPage
 from serving.errors import ServingError, invalid
 from serving.grpc_service import metadata_response
 from serving.metrics import Metrics
@@ -69,8 +70,10 @@ class RestApi:
         max_request_bytes: int,
         metrics: Metrics | None,
         metrics_path: str,
+        demo: DemoPage | None = None,
     ) -> None:
         self.service = service
+        self.demo = demo
         self.max_request_bytes = max_request_bytes
         self.metrics = metrics
         self.metrics_path = metrics_path
@@ -79,6 +82,8 @@ class RestApi:
         app = web.Application(client_max_size=self.max_request_bytes + 1, middlewares=[cors])
         if self.metrics is not None:
             app.router.add_get(self.metrics_path, self.prometheus)
+        if self.demo is not None:
+            self.demo.add_routes(app)
         app.router.add_route("*", "/v1/{tail:.*}", self.dispatch)
         return app
 

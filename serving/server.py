@@ -24,6 +24,7 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.batching import BatchingOptions
+from serving.demo import DemoPage
 from serving.grpc_service import ModelService, PredictionService
 from serving.metrics import Metrics
 from serving.models import ModelManager
@@ -50,6 +51,7 @@ class ServerOptions:
     max_request_bytes: int = 16 << 20
     num_threads: int = 4
     inline_below_ms: float = 2.0  # unbatched calls faster than this run on the event loop
+    demo: bool = True  # the /demo page on the REST port (serving/demo.py)
 
 
 class Server:
@@ -99,6 +101,7 @@ class Server:
                 max_request_bytes=limit,
                 metrics=self.metrics,
                 metrics_path=self.options.metrics_path or DEFAULT_METRICS_PATH,
+                demo=DemoPage(self.manager, self.options.limits) if self.options.demo else None,
             )
             self._rest = web.AppRunner(api.app(), access_log=None)
             await self._rest.setup()
@@ -162,7 +165,25 @@ def _parser() -> argparse.ArgumentParser:
         help="unbatched model calls that typically take less run on the event loop, "
         "saving the thread hand-off (0: always use the thread pool)",
     )
+    parser.add_argument(
+        "--demo",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        help="serve the /demo page on the REST port (--demo=false: no page)",
+    )
     return parser
+
+
+def _boolean(text: str) -> bool:
+    """A flag's true/false, as TF Serving's flags take them (--flag=false)."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def options_from_flags(argv: list[str] | None = None) -> ServerOptions:
@@ -231,6 +252,7 @@ def options_from_flags(argv: list[str] | None = None) -> ServerOptions:
         max_request_bytes=args.max_request_bytes,
         num_threads=args.num_threads,
         inline_below_ms=args.inline_below_ms,
+        demo=args.demo,
     )
 
 
@@ -243,6 +265,9 @@ async def _serve(options: ServerOptions) -> None:
         f"viable-serve: serving {names}: gRPC on {options.host}:{server.grpc_port}{rest}",
         flush=True,
     )
+    if server.rest_port and options.demo:
+        page = f"http://{options.host}:{server.rest_port}/demo"
+        print(f"viable-serve: the demo page: {page}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
