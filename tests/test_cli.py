@@ -151,6 +151,10 @@ def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"{tmp_path}/1" in result.stdout
+    # The next command names the viable-serve beside the interpreter that ran the export.
+    (serve_line,) = [line for line in result.stdout.splitlines() if line.startswith("serve it:")]
+    serve = serve_line.split()[2]
+    assert os.path.samefile(serve, _console_script("viable-serve"))
     code, out = run_cli(export_cli, argv)
     assert code == 0 and f"{tmp_path}/2" in out.out, out.err[-2000:]
     with open(tmp_path / "1" / "assets.extra" / "viable_model.json") as f:
@@ -162,3 +166,21 @@ def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp
     )
     code, out = run_cli(export_cli, [*argv, "--version=1"])
     assert code == 2 and "exists" in out.err.strip().splitlines()[-1]
+
+
+def test_next_commands_name_the_installation_that_ran_them(tmp_path, monkeypatch):
+    """tool_command: the console script beside the running interpreter (relative when under
+    the working directory), else the bare name for PATH."""
+    from viable_tf.cli.common import tool_command
+
+    elsewhere = tmp_path / "elsewhere" / "bin"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "viable-serve").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "executable", str(elsewhere / "python"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert tool_command("viable-serve") == str(elsewhere / "viable-serve")
+    assert tool_command("tensorboard") == "tensorboard"  # none there: from PATH
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert tool_command("viable-serve") == os.path.join("bin", "viable-serve")

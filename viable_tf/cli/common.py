@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -49,6 +50,17 @@ def module_command(module: str) -> list[str]:
     """This interpreter running a module of the package: works wherever the package is
     installed (no console script looked up beside the interpreter)."""
     return [sys.executable, "-m", module]
+
+
+def tool_command(name: str) -> str:
+    """How to run this installation's console script `name` (viable-serve, tensorboard):
+    the script beside the interpreter running now (relative to the working directory when
+    it is under it, e.g. `.venv/bin/viable-serve`), or the bare name when there is none."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    if not os.path.isfile(path):
+        return name
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
 
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:

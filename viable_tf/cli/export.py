@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from viable_tf.cli.common import UsageError, run_main
+from viable_tf.cli.common import UsageError, run_main, tool_command
 from viable_tf.logs import add_verbosity_flag
 
 
@@ -51,7 +51,7 @@ def _main() -> int:
     )
     print(f"exported {run.learner.method_name} to {path}")
     print(
-        f"serve it: .venv/bin/viable-serve --model_name={args.model_name} "
+        f"serve it: {tool_command('viable-serve')} --model_name={args.model_name} "
         f"--model_base_path={os.path.abspath(args.export_base)}"
     )
     return 0

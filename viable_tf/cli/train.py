@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 
-from viable_tf.cli.common import UsageError, add_gin_flags, parse_gin, run_main
+from viable_tf.cli.common import UsageError, add_gin_flags, parse_gin, run_main, tool_command
 
 METRIC_NAMES = {"mse": "MSE", "accuracy": "accuracy"}
 
@@ -51,13 +51,13 @@ def _main() -> int:
     print(
         f"Results: {os.path.join(model_dir, 'results.json')}\n"
         "Next:\n"
-        f"  .venv/bin/tensorboard --logdir {model_dir}\n"
-        f"  .venv/bin/viable-eval --model_dir={model_dir} --num_support=4\n"
-        f"  .venv/bin/viable-export --model_dir={model_dir} --export_base=EXPORT_DIR"
+        f"  {tool_command('tensorboard')} --logdir {model_dir}\n"
+        f"  {tool_command('viable-eval')} --model_dir={model_dir} --num_support=4\n"
+        f"  {tool_command('viable-export')} --model_dir={model_dir} --export_base=EXPORT_DIR"
     )
     if record["metric"] == "mse":
         print(
-            "  .venv/bin/viable-train --gin_file=gin/sine/relviable.gin "
+            f"  {tool_command('viable-train')} --gin_file=sine/relviable.gin "
             "--model_dir=runs/sine/relviable_full   # full length: 50,000 meta-updates"
         )
     return 0
