@@ -12,7 +12,7 @@ setup(
     package_dir={"viable_tf.gin": "gin"},
     package_data={
         "viable_tf.gin": ["*/*.gin"],
-        "viable_tf.experiments": ["sine_reference.json"],
+        "viable_tf.evaluation": ["sine_reference.json"],
         "serving": ["demo.html"],
     },
 )

@@ -69,11 +69,11 @@ def measure_config(name: str, *, steps: int, repeats: int, params=()) -> float:
 def chunk_rate(trainer: Trainer, *, steps: int, repeats: int) -> float:
     """Meta-updates per second of the trainer's compiled chunk of `steps` meta-updates
     (best of `repeats`); the trainer must be built with `steps_per_call >= steps`."""
-    trainer._train_chunk(tf.constant(100))  # compile and warm up
+    trainer.train_chunk(tf.constant(100))  # compile and warm up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        ran = int(trainer._train_chunk(tf.constant(steps))[0])  # waits for the result
+        ran = int(trainer.train_chunk(tf.constant(steps))[0])  # waits for the result
         best = min(best, time.perf_counter() - start)
         if ran != steps:
             raise ValueError(f"the chunk ran {ran} of {steps} meta-updates: raise steps_per_call")

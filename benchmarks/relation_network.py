@@ -46,7 +46,7 @@ import tensorflow as tf
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import TaskBatch
-from viable_tf.training.trainer import gradients_in_passes
+from viable_tf.training.meta_gradient import gradients_in_passes
 
 EMBEDDING_DIM = 640
 QUERIES = 15

@@ -39,11 +39,11 @@ def rate(strategy, batch_size: int, *, jit_compile: bool, steps: int | None = No
         strategy=strategy,
         steps_per_call=steps,
     )
-    trainer._train_chunk(tf.constant(5))  # trace, compile, warm up
+    trainer.train_chunk(tf.constant(5))  # trace, compile, warm up
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        int(trainer._train_chunk(tf.constant(steps))[0])
+        int(trainer.train_chunk(tf.constant(steps))[0])
         best = min(best, time.perf_counter() - start)
     return steps / best
 

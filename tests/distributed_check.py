@@ -50,7 +50,7 @@ def compare(mirrored_strategy, clip: float) -> dict:
     results = []
     for model in (single, mirrored):
         loss, _, grads = tf.function(model.meta_gradients)()
-        model._train_chunk(tf.constant(1))
+        model.train_chunk(tf.constant(1))
         results.append((float(loss), [g.numpy() for g in grads]))
     (loss_a, grads_a), (loss_b, grads_b) = results
     grad_scale = max(float(np.max(np.abs(a))) for a in grads_a)
@@ -82,7 +82,7 @@ def gradient_ulps(expected, actual) -> float:
 
 def passes(mirrored_strategy) -> dict:
     """Each replica's 12 tasks in passes of 5, 5 and 2 (`Trainer.tasks_per_pass`) vs one
-    device in one pass: the meta-gradient (what `_meta_update` applies)."""
+    device in one pass: the meta-gradient (what a meta-update applies)."""
     results = []
     for strategy, per_pass in ((tf.distribute.get_strategy(), None), (mirrored_strategy, 5)):
         model = trainer(strategy, 10.0, meta_batch_size=24, tasks_per_pass=per_pass)

@@ -235,7 +235,7 @@ def test_prototype_configs_build_and_train(config, config_data, tmp_path, monkey
     parse_gin([config], [f"DATA_DIR={config_data[dim]!r}", "Trainer.show_progress=False"])
     trainer = Trainer(model_dir=str(tmp_path / "run"))
     assert trainer.learner.head == "prototypes" and not trainer.learner.network.output_layer
-    ran, loss_sums, *_, first_bad = trainer._train_chunk(tf.constant(2))
+    ran, loss_sums, *_, first_bad = trainer.train_chunk(tf.constant(2))
     assert int(ran) == 2 and int(first_bad) == -1 and np.all(np.isfinite(loss_sums.numpy()))
 
 

@@ -64,7 +64,7 @@ def test_a_small_task_set_is_drawn_once_and_scored_the_same(monkeypatch):
     learner = CAVIA(input_dim=1, output_dim=1)
     for budget, draws in ((core.CACHE_BYTES, 1), (0, 2)):
         monkeypatch.setattr(core, "CACHE_BYTES", budget)
-        evaluator = SineTasks().validation_evaluator()
+        evaluator = validation_evaluator(SineTasks())
         drawn = []
 
         def counted(batches=evaluator.batches, drawn=drawn):

@@ -114,7 +114,7 @@ def test_relu_loss_network_biases_never_change_in_meta_training(tmp_path):
     biases = {v.path: v.numpy() for v in loss_network.weights if "bias" in v.path}
     kernels = {v.path: v.numpy() for v in loss_network.weights if "kernel" in v.path}
     assert biases and all(b.any() for b in biases.values())  # non-zero: torch init
-    trainer._train_chunk(tf.constant(10))
+    trainer.train_chunk(tf.constant(10))
     for v in loss_network.weights:
         if "bias" in v.path:
             np.testing.assert_array_equal(v.numpy(), biases[v.path], err_msg=v.path)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from viable_tf.learners import CAVIA
 from viable_tf.tasks import SineTasks, masked_mean, seed_for
 
 
@@ -96,9 +97,13 @@ def test_sine_tasks_meet_the_task_family_contract():
     full, _ = tasks.sample_tasks(seed_for(2, 3), 4)
     for a, b in zip(batch, full, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    assert tasks.test_evaluator().num_tasks == 1000
-    assert tasks.test_evaluator(num_support=4).num_support == 4
-    assert tasks.validation_evaluator().num_tasks == 100
+    # Its protocols are the evaluation layer's, dispatched on the family's type.
+    from viable_tf.evaluation import figures, test_protocol, validation_protocol
+
+    assert test_protocol(tasks).num_tasks == 1000
+    assert test_protocol(tasks, num_support=4).num_support == 4
+    assert validation_protocol(tasks).num_tasks == 100
+    assert set(figures(tasks, CAVIA(input_dim=1, output_dim=1))) == {"adapted_fits"}
     inputs = tasks.warmup_inputs(np.random.default_rng(0), num_support=3, num_query=5)
     assert inputs["support_x"].shape == (1, 3, 1) and inputs["query_x"].shape == (1, 5, 1)
     assert np.all(np.abs(inputs["support_x"]) <= 5) and np.all(np.abs(inputs["support_y"]) <= 5)

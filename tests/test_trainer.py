@@ -127,7 +127,7 @@ def test_early_stopping_keeps_the_best_checkpoint_and_stays_stopped(tmp_path):
     trainer = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
     trainer.train()
     assert int(trainer.step.numpy()) == 300  # best at 100, no gain at 200 and 300
-    assert int(trainer.best_step.numpy()) == 100
+    assert int(trainer.early_stopping.best_step.numpy()) == 100
     assert trainer.restore_best() == 100
     again = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
     again.train()
@@ -165,8 +165,7 @@ def test_learning_rate_schedule_is_staircase_decay():
 
 
 def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeypatch):
-    from viable_tf import run_dir
-    from viable_tf.config import parse
+    from viable_tf.config import load_run, parse
     from viable_tf.training import experiment
 
     parse(
@@ -187,7 +186,7 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
         raise AssertionError("load_run must not build a Trainer")
 
     monkeypatch.setattr(Trainer, "__init__", no_trainer)
-    run = run_dir.load_run(str(tmp_path))
+    run = load_run(str(tmp_path))
     assert run.learner.method_name == "simviable" and run.learner.context_dim == 3
     assert isinstance(run.tasks, SineTasks) and run.checkpoint_step == record["checkpoint_step"]
     assert run.trainer_settings == {"seed": 4, "num_steps": 100, "meta_batch_size": 25}
@@ -200,7 +199,7 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
         k: record[k] for k in ("mean", "ci95", "checkpoint_step", "steps_trained", "seed")
     }
     with pytest.raises(FileNotFoundError, match="is not a trained run"):
-        run_dir.load_run(str(tmp_path / "nothing"))
+        load_run(str(tmp_path / "nothing"))
 
 
 def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path):
@@ -228,8 +227,8 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
     finals = []
     for ahead in (1, 3, None):
         trainer = _trainer(tmp_path / str(ahead), draw_ahead=ahead, jit_compile=False)
-        ran = trainer._train_chunk(tf.constant(7))[0]
-        ran += trainer._train_chunk(tf.constant(5))[0]
+        ran = trainer.train_chunk(tf.constant(7))[0]
+        ran += trainer.train_chunk(tf.constant(5))[0]
         assert int(ran) == 12 and int(trainer.step.numpy()) == 12
         finals.append([v.numpy() for v in trainer.variables])
     for other in finals[1:]:

@@ -10,6 +10,11 @@ An `include 'x.gin'` is resolved against the including file's own folder (gin's
 own search would try every folder ever added in the process, so a second config
 parsed in one process could pick up the first one's `base.gin`). Files are read
 here and handed to gin's public `parse_config` piece by piece around their includes.
+
+This module registers every configurable (`import_configurables`) and restores trained
+runs from their operative config (`load_run`), so it is the layer that may import every
+other one (pyproject.toml's import contract): only the command-line tools and the
+experiments are above it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import gin
+
+from viable_tf.run_dir import LoadedRun, RunDir
 
 _INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
 _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
@@ -126,3 +133,46 @@ def _gin_parse(text: str, where: str) -> None:
     except Exception as error:  # any failure to parse is a bad config (tokenize errors too)
         first = (str(error).strip() or type(error).__name__).splitlines()[0]
         raise ConfigError(f"bad gin configuration in {where}: {first}") from None
+
+
+def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
+    """Restores a trained run from its operative config and best checkpoint (no trainer,
+    optimizer or strategy is built). `gin_params` override bindings (e.g. DATA_DIR).
+
+    Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
+    run written by viable-train or holds no checkpoint.
+    """
+    import tensorflow as tf
+
+    run = RunDir(model_dir)
+    if not os.path.isfile(run.operative_config):
+        raise FileNotFoundError(
+            f"{model_dir} is not a trained run: expected {run.operative_config}, "
+            "written by viable-train"
+        )
+    path = run.best_checkpoint()
+    if path is None:
+        raise FileNotFoundError(
+            f"no checkpoint in {model_dir}: expected {run.best}/ or {run.checkpoints}/, "
+            "written by viable-train"
+        )
+    parse([run.operative_config], gin_params)
+    bindings = gin.get_bindings("Trainer", resolve_references=False)
+    tasks = _evaluate(bindings["tasks"])
+    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+    tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+    settings = {
+        name: _evaluate(bindings[name])
+        for name in ("seed", "num_steps", "meta_batch_size")
+        if name in bindings
+    }
+    step = int(path.rsplit("-", 1)[-1])
+    return LoadedRun(learner, tasks, step, run, settings, run.training_state())
+
+
+def _evaluate(reference):
+    """A gin reference as bound: `@F()` called, `@F` the callable itself."""
+    if isinstance(reference, gin.config.ConfigurableReference):
+        function = reference.scoped_configurable_fn
+        return function() if reference.evaluate else function
+    return reference

@@ -1,5 +1,6 @@
-"""A model directory written by viable-train, every file of it by name, and loading a
-trained run from it without building a trainer.
+"""A model directory written by viable-train, every file of it by name, and what
+loading a trained run gives (`LoadedRun`; `viable_tf.config.load_run` builds one, since
+that needs every configurable registered).
 
     D/operative_config.gin   every gin binding the run used (written by the main job)
     D/results.json           the test result of the best checkpoint, with hyper-parameters
@@ -86,51 +87,3 @@ class LoadedRun(NamedTuple):
     run_dir: RunDir
     trainer_settings: dict  # Trainer's seed, num_steps, meta_batch_size as bound
     training_state: dict  # step and best validation result of the latest checkpoint
-
-
-def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
-    """Restores a trained run from its operative config and best checkpoint (no trainer,
-    optimizer or strategy is built). `gin_params` override bindings (e.g. DATA_DIR).
-
-    Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
-    run written by viable-train or holds no checkpoint.
-    """
-    import gin
-    import tensorflow as tf
-
-    from viable_tf.config import parse
-
-    run = RunDir(model_dir)
-    if not os.path.isfile(run.operative_config):
-        raise FileNotFoundError(
-            f"{model_dir} is not a trained run: expected {run.operative_config}, "
-            "written by viable-train"
-        )
-    path = run.best_checkpoint()
-    if path is None:
-        raise FileNotFoundError(
-            f"no checkpoint in {model_dir}: expected {run.best}/ or {run.checkpoints}/, "
-            "written by viable-train"
-        )
-    parse([run.operative_config], gin_params)
-    bindings = gin.get_bindings("Trainer", resolve_references=False)
-    tasks = _evaluate(bindings["tasks"])
-    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
-    tf.train.Checkpoint(learner=learner).read(path).expect_partial()
-    settings = {
-        name: _evaluate(bindings[name])
-        for name in ("seed", "num_steps", "meta_batch_size")
-        if name in bindings
-    }
-    step = int(path.rsplit("-", 1)[-1])
-    return LoadedRun(learner, tasks, step, run, settings, run.training_state())
-
-
-def _evaluate(reference):
-    """A gin reference as bound: `@F()` called, `@F` the callable itself."""
-    import gin
-
-    if isinstance(reference, gin.config.ConfigurableReference):
-        function = reference.scoped_configurable_fn
-        return function() if reference.evaluate else function
-    return reference

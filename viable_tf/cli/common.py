@@ -68,7 +68,7 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
     from viable_tf.logs import quiet_tensorflow
 
     quiet_tensorflow()
-    from viable_tf.training.trainer import NonFiniteLossError, WorkerLostError
+    from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 
     try:
         status = main()

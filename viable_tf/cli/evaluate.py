@@ -38,7 +38,7 @@ def _main() -> int:
             ) from None
         if any(k < 0 for k in shots):
             raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
-    from viable_tf.run_dir import load_run
+    from viable_tf.config import load_run
     from viable_tf.training.experiment import evaluate_loaded, write_json
 
     run = load_run(args.model_dir, tuple(args.gin_param))

@@ -33,8 +33,8 @@ def _main() -> int:
     target = os.path.join(args.export_base, str(args.version))
     if args.version is not None and os.path.exists(target):
         raise UsageError(f"{target} exists; pick another --version or omit it for the next one")
+    from viable_tf.config import load_run
     from viable_tf.export import export_saved_model
-    from viable_tf.run_dir import load_run
 
     run = load_run(args.model_dir)
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}

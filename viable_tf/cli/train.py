@@ -44,7 +44,7 @@ def _main() -> int:
         f"(95% CI, {record['num_tasks']} tasks, K = {record['num_support']}, "
         f"{steps:,} meta-updates)"
     )
-    from viable_tf.experiments.sine_report import reference_lines
+    from viable_tf.evaluation.reference import reference_lines
 
     for line in reference_lines(record):
         print(line)

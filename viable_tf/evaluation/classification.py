@@ -17,6 +17,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from viable_tf.evaluation import protocols
 from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluation, Evaluator
 from viable_tf.learners.base import Learner
 from viable_tf.tasks.base import TaskBatch
@@ -102,3 +103,13 @@ def classification_validation_evaluator(
 ) -> ClassificationEvaluator:
     """Meta-validation for early stopping: fixed episodes of the validation split."""
     return ClassificationEvaluator(tasks.validation, num_episodes=num_episodes, seed=seed)
+
+
+@protocols.validation_protocol.register
+def _(tasks: FewShotEpisodes):
+    return classification_validation_evaluator(tasks)
+
+
+@protocols.test_protocol.register
+def _(tasks: FewShotEpisodes, *, num_support: int | None = None):
+    return classification_test_evaluator(tasks, num_shots=num_support)

@@ -9,14 +9,20 @@ Shape legend: B tasks, K support, Q grid points.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import gin
 
+from viable_tf import plots
+from viable_tf.evaluation import protocols
 from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluator
 from viable_tf.ops import seed_for
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.tasks.sine import SineTasks
+from viable_tf.tasks.sine import SineTasks, sine_curve
+
+#: The seed of the tasks drawn in the TensorBoard figure (`adapted_fits`).
+FIGURE_SEED = 20190303
 
 
 class SineEvaluator(Evaluator):
@@ -84,3 +90,52 @@ def validation_evaluator(
 ) -> SineEvaluator:
     """Meta-validation for early stopping: 100 tasks with K drawn as in training."""
     return SineEvaluator(tasks, num_tasks=num_tasks, num_support=None, seed=seed)
+
+
+@protocols.validation_protocol.register
+def _(tasks: SineTasks):
+    return validation_evaluator(tasks)
+
+
+@protocols.test_protocol.register
+def _(tasks: SineTasks, *, num_support: int | None = None):
+    return test_evaluator(tasks, num_support=num_support)
+
+
+@functools.lru_cache(maxsize=4)
+def _figure_tasks(tasks: SineTasks, num_tasks: int, num_support: int):
+    """The figure's fixed tasks, drawn once (eagerly, ~30 ms) per task family."""
+    grid = tasks.evaluation_grid(200)
+    batch, params = tasks.sample_tasks(
+        seed_for(FIGURE_SEED, num_support), num_tasks, num_support=num_support, query_x=grid
+    )
+    return grid, batch, sine_curve(params, batch.query_x).numpy()
+
+
+def adapted_fits(
+    learner, tasks: SineTasks, *, num_tasks: int = 4, num_support: int = 10
+) -> dict[str, functools.partial]:
+    """For a few fixed tasks, the true curve, support points and the fits before and
+    after adaptation: the fits are computed now, and {"adapted_fits": draw} is
+    returned, `draw()` giving the PNG from those numbers alone (`plots.adapted_fits`)."""
+    grid, batch, truth = _figure_tasks(tasks, num_tasks, num_support)
+    unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)
+    adapted = learner.predict(
+        learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
+    )
+    draw = functools.partial(
+        plots.adapted_fits,
+        x=grid.numpy(),
+        truth=truth,
+        unadapted=unadapted.numpy(),
+        adapted=adapted.numpy(),
+        support_x=batch.support_x.numpy(),
+        support_y=batch.support_y.numpy(),
+        title=f"{learner.method_name}: adapted from K = {num_support} points",
+    )
+    return {"adapted_fits": draw}
+
+
+@protocols.figures.register
+def _(tasks: SineTasks, learner):
+    return adapted_fits(learner, tasks)

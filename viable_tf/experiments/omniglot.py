@@ -140,9 +140,9 @@ def _frozen_encoder(work_dir: str):
 
 def export(work_dir: str, run: str) -> str:
     """Stage 4 for one run: the model with the frozen encoder, as a served version."""
+    from viable_tf.config import load_run
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
-    from viable_tf.run_dir import load_run
 
     base = os.path.join(work_dir, "export", run)
     if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):

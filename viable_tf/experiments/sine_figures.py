@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
+from viable_tf.config import load_run
 from viable_tf.evaluation.sine import test_evaluator
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.ops import seed_for
-from viable_tf.run_dir import load_run
 from viable_tf.tasks.sine import sine_curve
 
 FIGURE_TASK_SEED = 4

@@ -1,12 +1,14 @@
 """The sine reproduction's report: Markdown tables of (a), (b), the seeds, the
 variations and the run times, and the reference table viable-train prints beside a
-run's own number (`sine_reference.json`, shipped in this package)."""
+run's own number (`sine_reference.json`, shipped in viable_tf/evaluation)."""
 
 from __future__ import annotations
 
-import importlib.resources
-import json
-
+from viable_tf.evaluation.reference import (  # noqa: F401 (kept importable from here)
+    REFERENCE_FILE,
+    reference_lines,
+    shipped_reference,
+)
 from viable_tf.experiments.sine_study import (
     EVAL_SHOTS_B,
     LONG_ROW,
@@ -132,39 +134,3 @@ def reference(summary: dict, seeds: tuple[int, ...], rows: tuple[str, ...] = tup
         "source": "viable-sine-paper; docs/RESULTS.md",
         "rows": table,
     }
-
-
-REFERENCE_FILE = "sine_reference.json"  # shipped in this package, copied from --report_dir
-
-
-def shipped_reference() -> dict | None:
-    """The reference table shipped with the package (None if it is absent)."""
-    resource = importlib.resources.files("viable_tf.experiments") / REFERENCE_FILE
-    if not resource.is_file():
-        return None
-    return json.loads(resource.read_text())
-
-
-def reference_lines(record: dict, table: dict | None = None) -> list[str]:
-    """Lines that set a sine run's test MSE beside the reproduction's at its setting
-    (C = 5, K = 10); none for another setting or task family."""
-    table = shipped_reference() if table is None else table
-    hparams = record.get("hparams", {})
-    setting = (hparams.get("context_dim"), hparams.get("num_support"), hparams.get("min_support"))
-    if table is None or record.get("metric") != "mse" or setting != (5, 10, 10):
-        return []
-    steps = table["setting"]["num_steps"]
-    lines = [
-        f"The reproduction at the same setting (C = 5, K = 10, {steps:,} meta-updates, "
-        f"seed 0; docs/RESULTS.md):"
-    ]
-    this = f"{hparams.get('method')}_{hparams.get('activation')}"
-    for key, row in table["rows"].items():
-        if not key.startswith(("cavia", "relviable")):
-            continue
-        mark = "   <- this method" if key in (this, hparams.get("method")) else ""
-        seeds = ", ".join(f"{m:.3f}" for m in row["seed_means"])
-        lines.append(
-            f"  {row['label']:<17} {row['mean']:.3f} +- {row['ci95']:.3f}  (seeds: {seeds}){mark}"
-        )
-    return lines

@@ -19,12 +19,12 @@ import os
 
 
 def split_accuracies(model_dir: str, episodes: int, gin_params: tuple[str, ...]) -> dict:
+    from viable_tf.config import load_run
     from viable_tf.evaluation.classification import (
         ClassificationEvaluator,
         nearest_mean_accuracy,
     )
     from viable_tf.evaluation.core import TEST_SEED
-    from viable_tf.run_dir import load_run
 
     run = load_run(model_dir, gin_params)
     result = {}

@@ -1,11 +1,10 @@
 """The batch of few-shot tasks every learner consumes, and the contract of a task family.
 
-A task family (sine regression, N-way K-shot episodes, ...) is everything the rest of
-the library needs to know of a source of tasks: how to sample a training batch, how
-it is validated and tested, what its hyper-parameters are, what inputs warm a served
-model up, and which TensorBoard figures it draws. The trainer, the evaluation, the
-export and the CLIs talk to this contract only; a new family implements it in its
-own module and touches no other.
+A task family (sine regression, N-way K-shot episodes, ...) samples and describes
+itself: how to sample a training batch, what its hyper-parameters are, what inputs warm
+a served model up. How it is validated, tested and drawn is the evaluation layer's
+(`evaluation/protocols.py` dispatches on the family's type), so this layer imports
+nothing above it. A new family is its task module here plus its evaluation module.
 
 Shape legend (fixed project-wide): B tasks, K support points (padded), Q query
 points, D input dim, Y output dim.
@@ -14,7 +13,6 @@ points, D input dim, Y output dim.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -64,14 +62,6 @@ class TaskFamily(abc.ABC):
         """B training tasks as a pure function of a stateless seed [2], in the graph."""
 
     @abc.abstractmethod
-    def validation_evaluator(self):
-        """The meta-validation protocol (early stopping): an evaluator, called on a learner."""
-
-    @abc.abstractmethod
-    def test_evaluator(self, *, num_support: int | None = None):
-        """The test protocol at K = `num_support` (the family's own K by default)."""
-
-    @abc.abstractmethod
     def hparams(self) -> dict[str, int | float | str]:
         """The family's settings, flat, for results and TensorBoard's HParams."""
 
@@ -81,10 +71,3 @@ class TaskFamily(abc.ABC):
     ) -> dict[str, np.ndarray]:
         """One task's support_x [1, K, D], support_y and query_x [1, Q, D], values as
         the family's tasks have them: requests that warm a served model up."""
-
-    def figures(self, learner) -> dict[str, Callable[[], bytes]] | None:
-        """TensorBoard figures of `learner` as it is now, or None (the default): what
-        they show is computed at once, and each {name: draw} is a picklable function
-        of those numbers alone (no TensorFlow) that returns the PNG, so that a worker
-        process can draw it while the learner trains on."""
-        return None

@@ -90,16 +90,6 @@ class FewShotEpisodes(TaskFamily):
         """B training episodes from `seed` [2] (the trainer's interface)."""
         return self.train.sample_batch(seed, batch_size)
 
-    def validation_evaluator(self):
-        from viable_tf.evaluation.classification import classification_validation_evaluator
-
-        return classification_validation_evaluator(self)
-
-    def test_evaluator(self, *, num_support: int | None = None):
-        from viable_tf.evaluation.classification import classification_test_evaluator
-
-        return classification_test_evaluator(self, num_shots=num_support)
-
     def warmup_inputs(
         self, rng: np.random.Generator, *, num_support: int, num_query: int
     ) -> dict[str, np.ndarray]:

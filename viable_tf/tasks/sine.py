@@ -91,16 +91,6 @@ class SineTasks(TaskFamily):
         """B training tasks as a pure function of `seed` [2] (see `sample_tasks`)."""
         return self.sample_tasks(seed, batch_size)[0]
 
-    def validation_evaluator(self):
-        from viable_tf.evaluation.sine import validation_evaluator
-
-        return validation_evaluator(self)
-
-    def test_evaluator(self, *, num_support: int | None = None):
-        from viable_tf.evaluation.sine import test_evaluator
-
-        return test_evaluator(self, num_support=num_support)
-
     def warmup_inputs(
         self, rng: np.random.Generator, *, num_support: int, num_query: int
     ) -> dict[str, np.ndarray]:
@@ -111,11 +101,6 @@ class SineTasks(TaskFamily):
             "support_y": (amplitude * np.sin(support_x - phase)).astype(np.float32),
             "query_x": rng.uniform(*self.input_range, (1, num_query, 1)).astype(np.float32),
         }
-
-    def figures(self, learner):
-        from viable_tf.training import summaries
-
-        return summaries.adapted_fits(learner, self)
 
     def sample_tasks(
         self,

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 
 import tensorflow as tf
+
+from viable_tf.run_dir import RunDir
 
 
 class CheckpointWriter:
@@ -74,3 +78,50 @@ class CheckpointWriter:
         with tf.io.gfile.GFile(path + ".tmp", "w") as f:
             f.write("\n".join(lines) + "\n")
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+class TrainingCheckpoints:
+    """A run's two checkpoint series, as viable-train writes them (run_dir.RunDir): the
+    latest training state in D/checkpoints/ (`keep` kept) and the best weights in D/best/
+    (one kept). Non-chief workers save too (tf.distribute needs every worker to), but
+    into a temporary folder that `close` drops; everyone restores from the chief's."""
+
+    def __init__(
+        self,
+        run_dir: RunDir,
+        state: tf.train.Checkpoint,
+        best: tf.train.Checkpoint,
+        *,
+        chief: bool,
+        keep: int,
+    ) -> None:
+        self.run_dir = run_dir
+        write_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="viable-worker-")
+        self._scratch = None if chief else write_dir
+        writes = RunDir(write_dir)
+        self.latest = CheckpointWriter(state, writes.checkpoints, max_to_keep=keep)
+        self.best = CheckpointWriter(best, writes.best, max_to_keep=1)
+
+    def restore(self) -> bool:
+        """Restores the chief's latest training state, if there is one."""
+        latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
+        if latest:
+            self.latest.checkpoint.restore(latest).assert_consumed()
+        return bool(latest)
+
+    def restore_best(self, learner) -> int:
+        """Loads the best weights into `learner` (falling back to the latest state's);
+        returns their step."""
+        path = self.run_dir.best_checkpoint()
+        if path is None:
+            raise FileNotFoundError(
+                f"no checkpoint in {self.run_dir.path}: expected {self.run_dir.best} or "
+                f"{self.run_dir.checkpoints}, as written by viable-train"
+            )
+        tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+        return int(path.rsplit("-", 1)[-1])
+
+    def close(self) -> None:
+        """Drops a non-chief worker's temporary folder."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)

@@ -53,7 +53,7 @@ def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
         trainer.tasks,
         evaluation,
         checkpoint_step=checkpoint_step,
-        best_validation=float(trainer.best_val.numpy()),
+        best_validation=float(trainer.early_stopping.best_val.numpy()),
         steps_trained=int(trainer.step.numpy()),
         settings=_settings(trainer),
     )

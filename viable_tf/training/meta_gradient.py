@@ -1,0 +1,99 @@
+"""The meta-gradient, as composable pieces (in the way optax builds gradient
+transformations): a weighted gradient of a share of the meta-batch, the same computed in
+passes of a few tasks, the sum over replicas (one all-reduce of everything, packed into
+one vector), and elementwise clipping. The trainer wires them; benchmarks and tests can
+use any one alone.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from viable_tf.learners.base import Learner
+from viable_tf.tasks.base import TaskBatch
+from viable_tf.training.distribute import replica_slice
+
+
+def pack(result) -> tf.Tensor:
+    """(loss, inner loss, gradients) as one float32 vector [2 + number of weights]."""
+    loss, inner, grads = result
+    return tf.concat([tf.stack([loss, inner])] + [tf.reshape(g, [-1]) for g in grads], 0)
+
+
+def unpack(packed: tf.Tensor, variables) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    """`pack`'s inverse, the gradients shaped as `variables`."""
+    sizes = [2] + [int(v.shape.num_elements()) for v in variables]
+    head, *flat = tf.split(packed, sizes)
+    return head[0], head[1], [tf.reshape(g, v.shape) for g, v in zip(flat, variables, strict=True)]
+
+
+def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
+    """(weight x meta-loss, weight x pre-update inner loss, their gradients) on `batch`."""
+    with tf.GradientTape() as tape:
+        loss, metrics = learner.meta_loss(batch)
+        loss = loss * weight
+    grads = tape.gradient(loss, variables)
+    return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * weight, grads
+
+
+def gradients_in_passes(
+    learner: Learner, variables, batch: TaskBatch, start, size: int, per_pass: int, total: int
+):
+    """`weighted_gradients` of tasks [start, start + size) of `batch`, each weighted by
+    1 / `total`, computed `per_pass` tasks at a time and summed. Each pass starts after
+    the previous one's gradients exist, so that the graph executor cannot overlap them
+    (and hold the activations of both)."""
+    result = None
+    for first in range(0, size, per_pass):
+        last = min(first + per_pass, size)
+        wait = [] if result is None else tf.nest.flatten(result)
+        with tf.control_dependencies(wait):
+            part = type(batch)(*(t[start + first : start + last] for t in batch))
+            done = weighted_gradients(learner, variables, part, (last - first) / total)
+        result = done if result is None else tf.nest.map_structure(tf.add, result, done)
+    return result
+
+
+def replica_gradients(
+    learner: Learner,
+    variables,
+    batch: TaskBatch,
+    *,
+    meta_batch_size: int,
+    replicas: int,
+    tasks_per_pass: int | None,
+):
+    """This replica's share of the meta-batch: (loss, inner loss, gradients), weighted
+    by its share of B so that summing over replicas gives the global mean's (in passes
+    of `tasks_per_pass` tasks, if given)."""
+    start, end = replica_slice(meta_batch_size)
+    if tasks_per_pass is not None:
+        size = meta_batch_size // replicas
+        return gradients_in_passes(
+            learner, variables, batch, start, size, tasks_per_pass, meta_batch_size
+        )
+    batch = type(batch)(*(t[start:end] for t in batch))
+    share = tf.cast(end - start, tf.float32) / meta_batch_size
+    return weighted_gradients(learner, variables, batch, share)
+
+
+def sum_over_replicas(strategy: tf.distribute.Strategy, replica_gradients, batch, variables):
+    """`replica_gradients(batch)` run on every replica and summed: (loss, inner loss,
+    gradients). On several replicas, one all-reduce of them all packed into one vector,
+    not one per variable (docs/DISTRIBUTED.md)."""
+    if strategy.num_replicas_in_sync == 1:
+        per_replica = strategy.run(replica_gradients, args=(batch,))
+        return tf.nest.map_structure(
+            lambda t: strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None), per_replica
+        )
+    packed = strategy.run(lambda batch: pack(replica_gradients(batch)), args=(batch,))
+    summed = strategy.reduce(tf.distribute.ReduceOp.SUM, packed, axis=None)
+    return unpack(summed, variables)
+
+
+def clip_elementwise(grads, clip_value: float | None) -> list[tf.Tensor]:
+    """Each gradient clipped to [-clip_value, clip_value] (None: unchanged), as the public
+    CAVIA code does."""
+    if clip_value is None:
+        return grads
+    return [tf.clip_by_value(g, -clip_value, clip_value) for g in grads]
