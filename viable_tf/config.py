@@ -23,10 +23,15 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import gin
 
-from viable_tf.run_dir import LoadedRun, RunDir
+from viable_tf.run_dir import RunDir
+
+if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read (load_run)
+    from viable_tf.learners.base import Learner
+    from viable_tf.tasks.base import TaskFamily
 
 _INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
 _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
@@ -133,6 +138,17 @@ def _gin_parse(text: str, where: str) -> None:
     except Exception as error:  # any failure to parse is a bad config (tokenize errors too)
         first = (str(error).strip() or type(error).__name__).splitlines()[0]
         raise ConfigError(f"bad gin configuration in {where}: {first}") from None
+
+
+class LoadedRun(NamedTuple):
+    """A trained run, restored: the learner with its best weights and its task family."""
+
+    learner: Learner
+    tasks: TaskFamily
+    checkpoint_step: int
+    run_dir: RunDir
+    trainer_settings: dict  # Trainer's seed, num_steps, meta_batch_size as bound
+    training_state: dict  # step and best validation result of the latest checkpoint
 
 
 def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:

@@ -1,6 +1,5 @@
-"""A model directory written by viable-train, every file of it by name, and what
-loading a trained run gives (`LoadedRun`; `viable_tf.config.load_run` builds one, since
-that needs every configurable registered).
+"""A model directory written by viable-train, every file of it by name (loading a trained
+run from it is `viable_tf.config.load_run`, which needs every configurable registered).
 
     D/operative_config.gin   every gin binding the run used (written by the main job)
     D/results.json           the test result of the best checkpoint, with hyper-parameters
@@ -16,11 +15,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read
-    from viable_tf.learners.base import Learner
-    from viable_tf.tasks.base import TaskFamily
 
 
 @dataclass(frozen=True)
@@ -76,14 +70,3 @@ class RunDir:
             "step": int(reader.get_tensor(value("step"))),
             "best_val": float(reader.get_tensor(value("best_val"))),
         }
-
-
-class LoadedRun(NamedTuple):
-    """A trained run, restored: the learner with its best weights and its task family."""
-
-    learner: Learner
-    tasks: TaskFamily
-    checkpoint_step: int
-    run_dir: RunDir
-    trainer_settings: dict  # Trainer's seed, num_steps, meta_batch_size as bound
-    training_state: dict  # step and best validation result of the latest checkpoint

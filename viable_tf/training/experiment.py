@@ -9,7 +9,7 @@ import time
 from viable_tf.evaluation.core import Evaluation
 from viable_tf.evaluation.protocols import test_protocol
 from viable_tf.learners.base import Learner
-from viable_tf.run_dir import LoadedRun, RunDir
+from viable_tf.run_dir import RunDir
 from viable_tf.tasks.base import TaskFamily
 from viable_tf.training import summaries
 from viable_tf.training.trainer import Trainer
@@ -59,8 +59,9 @@ def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
     )
 
 
-def evaluate_loaded(run: LoadedRun, *, num_support: int | None = None) -> dict:
-    """The test record of a run restored by `load_run`, at K = `num_support`."""
+def evaluate_loaded(run, *, num_support: int | None = None) -> dict:
+    """The test record of a run restored by `viable_tf.config.load_run` (a LoadedRun),
+    at K = `num_support`."""
     evaluation = test_protocol(run.tasks, num_support=num_support)(run.learner)
     state = run.training_state  # read once by load_run, whatever the number of K
     return results_dict(
