@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tensorflow_serving.config import model_server_config_pb2
 
-from serving import tensors
+from serving import checks, tensors
 from serving.client import Client
 from serving.server import Server, ServerOptions
 from viable_tf.export import export_saved_model
@@ -88,7 +88,7 @@ def main() -> None:
         ),
         (
             "request checks (check_inputs)",
-            lambda: tensors.check_inputs(signature, inputs, tensors.Limits()),
+            lambda: checks.check_inputs(signature, inputs, checks.Limits()),
         ),
         ("TensorProtos -> NumPy (from_protos)", lambda: tensors.from_protos(request.inputs)),
         ("gRPC round trip, empty handler (transport floor)", lambda: empty_stub.Predict(request)),

@@ -25,7 +25,7 @@ import grpc
 import numpy as np
 
 from serving.errors import ServingError
-from serving.models import Servable
+from serving.servable import Servable
 from viable_tf.export import signature as sig
 
 

@@ -19,8 +19,8 @@ from dataclasses import asdict
 
 from aiohttp import web
 
-from serving.models import ModelManager
-from serving.tensors import Limits
+from serving.checks import Limits
+from serving.manager import ModelManager
 
 PAGE_PATH = "/demo"
 MODELS_PATH = "/demo/models"

@@ -5,10 +5,7 @@ from __future__ import annotations
 import time
 
 import grpc
-from google.protobuf import any_pb2
 from tensorflow_serving.apis import (
-    get_model_metadata_pb2,
-    get_model_status_pb2,
     model_management_pb2,
     model_service_pb2_grpc,
     predict_pb2,
@@ -16,6 +13,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving.errors import ServingError
+from serving.responses import metadata_response, status_response
 from serving.service import InferenceService
 from serving.tensors import fill_proto, from_protos
 
@@ -82,21 +80,6 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         await _unimplemented(context, "MultiInference")
 
 
-def metadata_response(servable) -> get_model_metadata_pb2.GetModelMetadataResponse:
-    response = get_model_metadata_pb2.GetModelMetadataResponse()
-    response.model_spec.name = servable.name
-    response.model_spec.version.value = servable.version
-    signature_map = get_model_metadata_pb2.SignatureDefMap()
-    for key, signature_def in servable.signature_defs.items():
-        if key.startswith("__"):  # internal signatures (e.g. __saved_model_init_op)
-            continue
-        signature_map.signature_def[key].CopyFrom(signature_def)
-    packed = any_pb2.Any()
-    packed.Pack(signature_map)
-    response.metadata["signature_def"].CopyFrom(packed)
-    return response
-
-
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     """GetModelStatus, and HandleReloadConfigRequest: a new model_config_list (models,
     version policies, version labels) replaces the served one."""
@@ -110,7 +93,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             statuses = self.service.manager.status(request.model_spec.name, version, label)
         except ServingError as error:
             await context.abort(error.code, error.message)
-        return get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
+        return status_response(statuses)
 
     async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
         which = request.config.WhichOneof("config")

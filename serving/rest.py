@@ -14,12 +14,11 @@ import time
 import grpc
 from aiohttp import web
 from google.protobuf import json_format
-from tensorflow_serving.apis import get_model_status_pb2
 
 from serving.demo import DemoPage
 from serving.errors import ServingError, invalid
-from serving.grpc_service import metadata_response
 from serving.metrics import Metrics
+from serving.responses import metadata_response, status_response
 from serving.service import InferenceService
 from serving.tensors import from_json, to_json
 
@@ -118,10 +117,9 @@ class RestApi:
                 servable = self.service.manager.resolve(name, version, label)
                 return web.json_response(_proto_json(metadata_response(servable)))
             statuses = self.service.manager.status(name, version, label)
-            response = get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
             return web.json_response(
                 json_format.MessageToDict(
-                    response,
+                    status_response(statuses),
                     preserving_proto_field_name=True,
                     always_print_fields_with_no_presence=True,
                 )

@@ -11,11 +11,13 @@ import numpy as np
 import tensorflow as tf
 
 from serving.batching import Batcher, BatchingOptions
+from serving.checks import Limits, check_inputs, check_output_filter
 from serving.errors import ServingError, invalid
+from serving.manager import ModelManager
 from serving.metrics import Metrics
-from serving.models import ModelManager, Servable, Signature
-from serving.tensors import Limits, check_inputs, check_output_filter
+from serving.servable import Servable, Signature
 from viable_tf.export import signature as sig
+from viable_tf.logs import one_line
 
 
 class InferenceService:
@@ -89,12 +91,13 @@ class InferenceService:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, servable.run, signature, inputs)
         except tf.errors.InvalidArgumentError as error:
-            # The boundary checks (serving/tensors.py) come first; a model's in-graph
+            # The boundary checks (serving/checks.py) come first; a model's in-graph
             # check that still fires is reported as TensorFlow words it.
-            raise invalid(_first_line(error.message)) from None
+            raise invalid(one_line(error.message, fallback="invalid argument")) from None
         except tf.errors.ResourceExhaustedError as error:
             raise ServingError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, _first_line(error.message)
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                one_line(error.message, fallback="invalid argument"),
             ) from None
 
     def record(self, model: str, api: str, entrypoint: str, status: str, start: float) -> None:
@@ -103,7 +106,3 @@ class InferenceService:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "invalid argument"

@@ -16,9 +16,9 @@ import requests
 import tensorflow as tf
 from serving_harness import RunningServer, model_config
 
+from serving.checks import Limits
 from serving.client import Client
 from serving.server import ServerOptions, options_from_flags
-from serving.tensors import Limits
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import PredictionNetwork, SimpleLossNetwork

@@ -13,7 +13,7 @@ from serving_harness import RunningServer, model_config
 
 from serving.batching import BatchingOptions
 from serving.client import Client
-from serving.models import State
+from serving.manager import State
 from serving.server import ServerOptions, options_from_flags
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA

@@ -18,9 +18,9 @@ from serving_harness import RunningServer, model_config
 from tensorflow_serving.apis import classification_pb2, predict_pb2
 
 from serving.batching import BatchingOptions
+from serving.checks import Limits
 from serving.client import Client
 from serving.server import ServerOptions
-from serving.tensors import Limits
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
 from viable_tf.networks import SimpleLossNetwork

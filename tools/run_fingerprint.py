@@ -86,7 +86,7 @@ def export(export_base: str) -> dict:
     from tensorflow.core.protobuf import saved_model_pb2
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from serving.models import Servable
+    from serving.servable import Servable
 
     path = os.path.join(export_base, "1")
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:

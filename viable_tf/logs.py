@@ -74,3 +74,23 @@ def quiet_tensorflow(verbosity: int | None = None) -> None:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def one_line(
+    error: BaseException | str,
+    *,
+    whole: bool = False,
+    fallback: str | None = None,
+    limit: int | None = None,
+) -> str:
+    """An error as one line, for the tools' `error:` lines and the server's status texts:
+    its first line (`whole=True`: every line, joined), its `message` where it has one
+    (TensorFlow's errors), `fallback` (else its type's name) where it says nothing, cut
+    to `limit` characters."""
+    text = error if isinstance(error, str) else getattr(error, "message", None) or str(error)
+    text = text.strip()
+    if text:
+        text = " ".join(text.split()) if whole else text.splitlines()[0]
+    else:
+        text = fallback or (type(error).__name__ if not isinstance(error, str) else "")
+    return text if limit is None else text[:limit]

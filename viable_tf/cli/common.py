@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from viable_tf.logs import add_verbosity_flag
+from viable_tf.logs import add_verbosity_flag, one_line
 
 
 class UsageError(Exception):
@@ -39,11 +39,6 @@ def parse_gin(files: Sequence[str], params: Sequence[str]) -> None:
         config.parse(files, params)
     except config.ConfigError as error:
         raise UsageError(str(error)) from None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return " ".join(text.split("\n")[:1])
 
 
 def module_command(module: str) -> list[str]:
@@ -79,7 +74,9 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
         print(f"{prog}: error: {error}", file=sys.stderr)
         sys.exit(1)
     except (FileNotFoundError, ValueError) as error:
-        print(f"{prog}: error: {_first_line(error)}", file=sys.stderr)
+        print(
+            f"{prog}: error: {one_line(str(error), fallback=type(error).__name__)}", file=sys.stderr
+        )
         sys.exit(2)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)

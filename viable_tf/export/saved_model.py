@@ -35,12 +35,15 @@ import numpy as np
 import tensorflow as tf
 
 from viable_tf.export import signature as sig
+from viable_tf.export.layout import (
+    ASSETS_EXTRA,
+    CONFIG_FILE,
+    METADATA_FILE,
+    WARMUP_FILE,
+    next_version,
+)
 from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner
-
-WARMUP_FILE = "tf_serving_warmup_requests"
-METADATA_FILE = "viable_model.json"
-CONFIG_FILE = "operative_config.gin"
 
 
 class AdaptThenPredict(tf.Module):
@@ -199,14 +202,6 @@ class AdaptThenPredict(tf.Module):
         return self._outputs(self.learner.predict([context], query_x))
 
 
-def next_version(export_base: str) -> int:
-    """One more than the highest numeric version folder under `export_base` (1 if none)."""
-    if not os.path.isdir(export_base):
-        return 1
-    versions = [int(name) for name in os.listdir(export_base) if name.isdigit()]
-    return max(versions, default=0) + 1
-
-
 WarmupInputs = Callable[..., dict[str, np.ndarray]]
 
 
@@ -302,7 +297,7 @@ def export_saved_model(
     staging = tempfile.mkdtemp(prefix=f".{version}-", dir=export_base)
     try:
         tf.saved_model.save(module, staging, signatures=module.signatures())
-        extra = os.path.join(staging, "assets.extra")
+        extra = os.path.join(staging, ASSETS_EXTRA)
         os.makedirs(extra, exist_ok=True)
         with open(os.path.join(extra, CONFIG_FILE), "w") as f:
             f.write(operative_config)

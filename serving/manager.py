@@ -1,12 +1,12 @@
-"""Loaded model versions, and the manager that finds, loads, swaps and reports them.
+"""The version lifecycle: the manager that finds, loads, swaps and reports the versions
+of every configured model.
 
 The manager polls each model's base path for numeric version folders, loads the
 versions its policy wants (latest N by default, or specific ones, or all), warms
-each up with its `assets.extra/tf_serving_warmup_requests` before it takes traffic,
-then swaps it in. A request holds a reference to the version that serves it, so a
-swap never drops a request in flight. A version that fails to load is reported in
-its status (state END with the error) while the versions already loaded keep
-serving; it is tried again only when its folder changes.
+each up (servable.py) before it takes traffic, then swaps it in. A request holds a
+reference to the version that serves it, so a swap never drops a request in flight. A
+version that fails to load is reported in its status (state END with the error) while
+the versions already loaded keep serving; it is tried again only when its folder changes.
 
 All state changes happen on the event loop's thread; loading runs in a worker thread.
 """
@@ -14,145 +14,24 @@ All state changes happen on the event loop's thread; loading runs in a worker th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
 import os
-import statistics
-import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
-import numpy as np
-import tensorflow as tf
-from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
-from tensorflow_serving.apis import get_model_status_pb2, prediction_log_pb2
+from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.errors import ServingError, not_found
-from viable_tf.export import signature as sig
+from serving.servable import Servable
+from viable_tf.export import layout
+from viable_tf.logs import one_line
 
 log = logging.getLogger("viable_serve")
 
 State = get_model_status_pb2.ModelVersionStatus.State
 UNKNOWN_ERROR = 2  # tensorflow.error.Code.UNKNOWN
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A signature's named inputs and outputs, as TensorSpecs; `num_classes` is N for a
-    classifier (whose labels the server checks before the graph), None otherwise;
-    `every_class` says the model needs each class in each task's support set (a
-    prototype head)."""
-
-    name: str
-    inputs: dict[str, tf.TensorSpec]
-    outputs: dict[str, tf.TensorSpec]
-    num_classes: int | None = None
-    every_class: bool = False
-
-
-def _flat_caller(function):
-    """Calls a loaded signature with its inputs in graph order, skipping
-    ConcreteFunction.__call__'s handling of keyword arguments (about 0.15 ms of a
-    0.6 ms sine call). Uses TensorFlow's internal `_call_flat` (TensorFlow is pinned);
-    None, and the public call is used, where that is not available."""
-    call_flat = getattr(function, "_call_flat", None)
-    captured = list(function.captured_inputs)
-    count = len(function.inputs) - len(captured)
-    names = [t.name.split(":")[0] for t in function.inputs[:count]]
-    if call_flat is None or sorted(names) != sorted(function.structured_input_signature[1]):
-        return None
-    return lambda tensors: call_flat([tensors[name] for name in names], captured)
-
-
-def _labelled(signature: Signature) -> bool:
-    spec = signature.inputs.get(sig.SUPPORT_Y)
-    return spec is not None and spec.dtype.is_integer
-
-
-def _num_classes(description: dict, signatures: dict[str, Signature]) -> int | None:
-    """N of a classifier: from the export's description, else its logits' last axis."""
-    if description.get("task") == "classification":
-        return int(description["output_dim"])
-    for signature in signatures.values():
-        spec = signature.outputs.get(sig.LOGITS)
-        if spec is not None and spec.shape.rank and spec.shape[-1] is not None:
-            return int(spec.shape[-1])
-    return None
-
-
-class Servable:
-    """One loaded version of a model: its signatures, callable on NumPy arrays."""
-
-    def __init__(self, name: str, version: int, path: str) -> None:
-        self.name = name
-        self.version = version
-        self.path = path
-        self._loaded = tf.saved_model.load(path)
-        self._functions = dict(self._loaded.signatures)
-        self._callers = {key: _flat_caller(fn) for key, fn in self._functions.items()}
-        # Recent call times per signature, for the server to choose where a call runs.
-        self.recent_seconds = {key: deque(maxlen=15) for key in self._functions}
-        signatures = {
-            key: Signature(
-                key,
-                dict(function.structured_input_signature[1]),
-                dict(function.structured_outputs),
-            )
-            for key, function in self._functions.items()
-        }
-        with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-            saved_model = saved_model_pb2.SavedModel.FromString(f.read())
-        self.signature_defs: dict[str, meta_graph_pb2.SignatureDef] = dict(
-            saved_model.meta_graphs[0].signature_def
-        )
-        self.description = {}
-        description_path = os.path.join(path, "assets.extra", "viable_model.json")
-        if os.path.exists(description_path):
-            with open(description_path) as f:
-                self.description = json.load(f)
-        num_classes = _num_classes(self.description, signatures)
-        every_class = self.description.get("head") == "prototypes"
-        self.signatures = {
-            key: dataclasses.replace(
-                s,
-                num_classes=num_classes if _labelled(s) else None,
-                every_class=every_class and _labelled(s),
-            )
-            for key, s in signatures.items()
-        }
-
-    def run(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Calls a signature (blocking) and records how long it took."""
-        start = time.perf_counter()
-        tensors = {k: tf.constant(v) for k, v in inputs.items()}
-        caller = self._callers[signature]
-        outputs = caller(tensors) if caller else self._functions[signature](**tensors)
-        outputs = {key: value.numpy() for key, value in outputs.items()}
-        self.recent_seconds[signature].append(time.perf_counter() - start)
-        return outputs
-
-    def typical_seconds(self, signature: str) -> float | None:
-        """The median of the signature's recent call times (None before its first call)."""
-        recent = self.recent_seconds[signature]
-        return statistics.median(recent) if recent else None
-
-    def warm_up(self) -> int:
-        """Replays the export's warm-up requests; returns how many ran."""
-        path = os.path.join(self.path, "assets.extra", "tf_serving_warmup_requests")
-        if not os.path.exists(path):
-            return 0
-        count = 0
-        for record in tf.data.TFRecordDataset(path):
-            log_entry = prediction_log_pb2.PredictionLog.FromString(record.numpy())
-            request = log_entry.predict_log.request
-            signature = request.model_spec.signature_name or sig.SERVING_DEFAULT
-            self.run(signature, {k: tf.make_ndarray(v) for k, v in request.inputs.items()})
-            count += 1
-        return count
 
 
 @dataclass
@@ -199,16 +78,16 @@ def _fingerprint(path: str) -> tuple:
     return tuple(sorted(entries))
 
 
-def _versions_on_disk(base_path: str) -> list[int]:
-    try:
-        names = os.listdir(base_path)
-    except OSError:
-        return []
-    return sorted(
-        int(name)
-        for name in names
-        if name.isdigit() and os.path.isdir(os.path.join(base_path, name))
-    )
+def _labelled_version(entry: ModelEntry, label: str) -> int:
+    """The version a label names (INVALID_ARGUMENT for a label the model does not have)."""
+    labels = dict(entry.config.version_labels)
+    if label not in labels:
+        raise ServingError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Unrecognized servable version label: {label} (model {entry.name} has labels: "
+            f"{', '.join(sorted(labels)) or 'none'})",
+        )
+    return labels[label]
 
 
 class ModelManager:
@@ -237,14 +116,7 @@ class ModelManager:
                 f"{', '.join(sorted(self.models)) or 'none'}"
             )
         if label:
-            labels = dict(entry.config.version_labels)
-            if label not in labels:
-                raise ServingError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Unrecognized servable version label: {label} (model {name} has labels: "
-                    f"{', '.join(sorted(labels)) or 'none'})",
-                )
-            version = labels[label]
+            version = _labelled_version(entry, label)
         if version is not None:
             servable = entry.servables.get(version)
             if servable is None:
@@ -275,13 +147,7 @@ class ModelManager:
         if entry is None:
             raise not_found(f"Could not find any versions of model {name}")
         if label:
-            labels = dict(entry.config.version_labels)
-            if label not in labels:
-                raise ServingError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Unrecognized servable version label: {label}",
-                )
-            version = labels[label]
+            version = _labelled_version(entry, label)
         versions = sorted(entry.statuses) if version is None else [version]
         if version is not None and version not in entry.statuses:
             raise not_found(f"Could not find version {version} of model {name}")
@@ -353,7 +219,7 @@ class ModelManager:
     async def _poll(self) -> None:
         loop = asyncio.get_running_loop()
         for entry in self.models.values():
-            on_disk = _versions_on_disk(entry.config.base_path)
+            on_disk = layout.version_folders(entry.config.base_path)
             wanted = entry.wanted(on_disk)
             for version in sorted(wanted - set(entry.servables)):
                 path = os.path.join(entry.config.base_path, str(version))
@@ -367,7 +233,8 @@ class ModelManager:
                         None, self._load_and_warm, entry.name, version, path
                     )
                 except Exception as error:
-                    message = f"failed to load version {version} from {path}: {_one_line(error)}"
+                    said = one_line(error, whole=True, limit=500)
+                    message = f"failed to load version {version} from {path}: {said}"
                     log.error("%s: %s", entry.name, message)
                     entry.statuses[version] = VersionStatus(
                         State.END, UNKNOWN_ERROR, message, fingerprint
@@ -394,8 +261,3 @@ class ModelManager:
 
     def any_available(self) -> bool:
         return any(entry.servables for entry in self.models.values())
-
-
-def _one_line(error: BaseException) -> str:
-    text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return " ".join(text.split())[:500]
