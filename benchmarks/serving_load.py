@@ -34,18 +34,14 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
+from viable_tf.tasks import SineTasks
 
 K, Q = 10, 100
 
 
 def _inputs(seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    support_x = rng.uniform(-5, 5, (1, K, 1)).astype(np.float32)
-    return {
-        "support_x": support_x,
-        "support_y": np.sin(support_x),
-        "query_x": np.linspace(-5, 5, Q, dtype=np.float32).reshape(1, Q, 1),
-    }
+    return SineTasks().request(rng, num_support=K, num_query=Q, grid=True)[0]
 
 
 def _summary(name: str, latencies: list[float], errors: int, seconds: float) -> dict:

@@ -28,6 +28,7 @@ from serving.client import Client
 from serving.server import Server, ServerOptions
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
+from viable_tf.tasks import SineTasks
 
 
 class _Empty(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -64,13 +65,9 @@ def main() -> None:
 
     _, empty_port = asyncio.run_coroutine_threadsafe(empty_server(), loop).result()
 
-    rng = np.random.default_rng(0)
-    support_x = rng.uniform(-5, 5, (1, 10, 1)).astype(np.float32)
-    inputs = {
-        "support_x": support_x,
-        "support_y": np.sin(support_x),
-        "query_x": np.linspace(-5, 5, 100, dtype=np.float32).reshape(1, 100, 1),
-    }
+    inputs = SineTasks().request(
+        np.random.default_rng(0), num_support=10, num_query=100, grid=True
+    )[0]
     servable = server.manager.resolve("sine")
     signature = servable.signatures["serving_default"]
     function = servable._functions["serving_default"]

@@ -269,13 +269,18 @@ def main() -> None:
                 )
             print(omniglot_report(client, args, spec))
         else:
-            rng = np.random.default_rng(args.seed)
-            amplitude, phase = rng.uniform(0.1, 5.0), rng.uniform(0, np.pi)
-            support_x = rng.uniform(-5, 5, (1, args.num_support, 1))
-            query_x = np.linspace(-5, 5, 100).reshape(1, 100, 1)
+            from viable_tf.tasks.sine import SineTasks  # the training tasks' ranges
+
+            inputs, (amplitude, phase) = SineTasks().request(
+                np.random.default_rng(args.seed),
+                num_support=args.num_support,
+                num_query=100,
+                grid=True,
+            )
+            query_x = inputs[sig.QUERY_X]
             outputs = client.predict(
-                support_x,
-                amplitude * np.sin(support_x - phase),
+                inputs[sig.SUPPORT_X],
+                inputs[sig.SUPPORT_Y],
                 query_x,
                 model_name=args.model_name,
                 **spec,

@@ -47,6 +47,7 @@ from viable_tf.experiments.sine_study import (
 )
 from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
+from viable_tf.training.experiment import write_json
 
 
 @dataclass
@@ -176,12 +177,6 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
             ]
             subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
     return {"run": run.name, "seconds": time.perf_counter() - start}
-
-
-def write_json(record: dict, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
 
 
 def _load(path: str) -> dict:

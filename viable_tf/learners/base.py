@@ -77,6 +77,7 @@ class Learner(keras.layers.Layer, abc.ABC):
             "first_order": self.first_order,
             "init": getattr(network, "init", "custom"),
             "activation": "none",  # the loss network's; a fixed task loss has none
+            "head": getattr(self, "head", "linear"),
         }
 
     @abc.abstractmethod

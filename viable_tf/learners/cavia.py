@@ -53,28 +53,18 @@ class CAVIA(Learner):
         if context_dim < 1:
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
-        self.head = prototypes.check_head(head, task_loss)
-        self.temperature = (
-            prototypes.head_temperature(self, head_temperature, learn_temperature)
-            if self.head == "prototypes"
-            else None
+        # f_{phi, theta}; with the prototype head g_{phi, theta}, the features under it.
+        prototypes.build_network(
+            self,
+            network,
+            context_dim=context_dim,
+            head=head,
+            initial_temperature=head_temperature,
+            learn_temperature=learn_temperature,
         )
         if self.head == "prototypes":
-            self.network = network(
-                input_dim=input_dim,
-                output_dim=output_dim,
-                context_dim=context_dim,
-                output_layer=False,
-            )  # g_{phi, theta}: the features under the per-task head
             self.adapts_context = False  # the adapted state holds the head too
             self.adapted_entries = (True, False, False)
-        else:
-            self.network = network(
-                input_dim=input_dim, output_dim=output_dim, context_dim=context_dim
-            )  # f_{phi, theta}
-
-    def hparams(self) -> dict[str, str | int | float | bool]:
-        return {**super().hparams(), "head": self.head}
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]

@@ -54,21 +54,14 @@ class MAML(Learner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.head = prototypes.check_head(head, task_loss)
-        self.temperature = (
-            prototypes.head_temperature(self, head_temperature, learn_temperature)
-            if self.head == "prototypes"
-            else None
-        )
-        self.network = network(
-            input_dim=input_dim,
-            output_dim=output_dim,
+        prototypes.build_network(
+            self,
+            network,
             context_dim=context_dim,
-            **({"output_layer": False} if self.head == "prototypes" else {}),
+            head=head,
+            initial_temperature=head_temperature,
+            learn_temperature=learn_temperature,
         )
-
-    def hparams(self) -> dict[str, str | int | float | bool]:
-        return {**super().hparams(), "head": self.head}
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """[per-task copies of theta, (phi), (head kernel, head bias)]."""

@@ -53,6 +53,32 @@ def temperature_value(temperature) -> tf.Tensor | float:
     return temperature if isinstance(temperature, float) else tf.exp(temperature)
 
 
+def build_network(
+    learner,
+    network,
+    *,
+    context_dim: int,
+    head: str,
+    initial_temperature: float,
+    learn_temperature: bool,
+) -> None:
+    """Sets a learner's `head`, `temperature` (the prototype head's tau; None for the
+    plain output layer) and `network`: `network(...)` with its output layer, or without
+    it (its last hidden layer then feeds the per-task prototype head). CAVIA's and MAML's
+    constructors share it; tau is created before the network's weights, as it always was."""
+    learner.head = check_head(head, learner.task_loss_name)
+    prototype = learner.head == "prototypes"
+    learner.temperature = (
+        head_temperature(learner, initial_temperature, learn_temperature) if prototype else None
+    )
+    learner.network = network(
+        input_dim=learner.input_dim,
+        output_dim=learner.output_dim,
+        context_dim=context_dim,
+        **({"output_layer": False} if prototype else {}),
+    )
+
+
 def check_head(head: str, task_loss: str) -> str:
     if head not in HEADS:
         raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")

@@ -94,13 +94,27 @@ class SineTasks(TaskFamily):
     def warmup_inputs(
         self, rng: np.random.Generator, *, num_support: int, num_query: int
     ) -> dict[str, np.ndarray]:
+        return self.request(rng, num_support=num_support, num_query=num_query)[0]
+
+    def request(
+        self, rng: np.random.Generator, *, num_support: int, num_query: int, grid: bool = False
+    ) -> tuple[dict[str, np.ndarray], tuple[float, float]]:
+        """One task as a serving request, drawn from `rng`: ({support_x [1, K, 1],
+        support_y, query_x [1, Q, 1]}, (amplitude, phase)). The query inputs are drawn too,
+        or (`grid`) evenly spaced over the input range. What the warm-up requests, the
+        client and the serving benchmarks send."""
         amplitude, phase = rng.uniform(*self.amplitude_range), rng.uniform(*self.phase_range)
         support_x = rng.uniform(*self.input_range, (1, num_support, 1)).astype(np.float32)
-        return {
+        if grid:
+            query_x = np.linspace(*self.input_range, num_query, dtype=np.float32)
+        else:
+            query_x = rng.uniform(*self.input_range, (1, num_query, 1)).astype(np.float32)
+        inputs = {
             "support_x": support_x,
             "support_y": (amplitude * np.sin(support_x - phase)).astype(np.float32),
-            "query_x": rng.uniform(*self.input_range, (1, num_query, 1)).astype(np.float32),
+            "query_x": query_x.reshape(1, num_query, 1),
         }
+        return inputs, (float(amplitude), float(phase))
 
     def sample_tasks(
         self,
