@@ -25,15 +25,12 @@ import argparse
 import contextlib
 import io
 import os
-import platform
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import gin
-import tensorflow as tf
-from meta_updates_per_second import chunk_rate
+from timing import chunk_rate, header, times
 
 from viable_tf import config
 from viable_tf.training import Trainer
@@ -52,9 +49,7 @@ def build(name: str, model_dir: str) -> Trainer:
 def delivered_rate(trainer: Trainer, updates: int) -> float:
     trainer.num_steps = int(trainer.step.numpy()) + updates
     with contextlib.redirect_stderr(io.StringIO()):  # the bar is drawn, not shown here
-        start = time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
+        (seconds,) = times(trainer.train, 1, warmup=0)
     return updates / seconds
 
 
@@ -64,7 +59,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=10_000, help="meta-updates delivered")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
+    print(header())
     print("| config | round | chunk (updates/s) | delivered (updates/s) | delivered / chunk |")
     print("|---|---:|---:|---:|---:|")
     for name in args.configs.split(","):
@@ -74,7 +69,9 @@ def main() -> None:
                 trainer.train()  # 500 updates: compiles the chunk, validation, checkpoints
             for round_ in range(1, args.rounds + 1):
                 chunk = chunk_rate(trainer, steps=CHUNK, repeats=3)  # moves the weights on
-                trainer.manager.save(int(trainer.step.numpy()))  # train() resumes from here
+                trainer.checkpoints.latest.save(
+                    int(trainer.step.numpy())
+                )  # train() resumes from here
                 delivered = delivered_rate(trainer, args.updates)
                 print(
                     f"| {name} | {round_} | {chunk:,.0f} | {delivered:,.0f} "

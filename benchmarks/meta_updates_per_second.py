@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import gin
-import tensorflow as tf
+from timing import chunk_rate, header
 
 from viable_tf import config
 from viable_tf.learners import CAVIA, MAML, VIABLE
@@ -66,20 +64,6 @@ def measure_config(name: str, *, steps: int, repeats: int, params=()) -> float:
         return chunk_rate(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)
 
 
-def chunk_rate(trainer: Trainer, *, steps: int, repeats: int) -> float:
-    """Meta-updates per second of the trainer's compiled chunk of `steps` meta-updates
-    (best of `repeats`); the trainer must be built with `steps_per_call >= steps`."""
-    trainer.train_chunk(tf.constant(100))  # compile and warm up
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        ran = int(trainer.train_chunk(tf.constant(steps))[0])  # waits for the result
-        best = min(best, time.perf_counter() - start)
-        if ran != steps:
-            raise ValueError(f"the chunk ran {ran} of {steps} meta-updates: raise steps_per_call")
-    return steps / best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3000, help="meta-updates per timed chunk")
@@ -89,7 +73,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="the configs in turn, N times")
     args = parser.parse_args()
     if args.configs:
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
+        print(header())
         print("| round | config | meta-updates/s | ms / meta-update | time vs the first |")
         print("|---:|---|---:|---:|---:|")
         for round_ in range(1, args.rounds + 1):
@@ -104,10 +88,7 @@ def main() -> None:
                     flush=True,
                 )
         return
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
-        f"B=25, K=Q=10, C=5, 1 inner step, second order\n"
-    )
+    print(header("B=25, K=Q=10, C=5, 1 inner step, second order"))
     print("| learner | meta-updates/s (XLA) | meta-updates/s (no XLA) |")
     print("|---|---:|---:|")
     for name, make in LEARNERS.items():

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # The BFC allocator keeps the statistics that peak memory is read from (TensorFlow's
@@ -42,6 +40,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 import keras
 import numpy as np
 import tensorflow as tf
+from timing import header, median_of, times
 
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
@@ -116,13 +115,7 @@ def meta_update_fn(learner, jit_compile: bool, tasks_per_pass: int | None = None
 
 def seconds_per_update(learner, batch, repeats: int, jit_compile: bool = True) -> float:
     step = meta_update_fn(learner, jit_compile=jit_compile)
-    float(step(batch))  # compile and warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        float(step(batch))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_of(lambda: float(step(batch)), repeats)  # after a compiling call
 
 
 def peak_bytes(learner, batch) -> int:
@@ -178,17 +171,15 @@ def passes_table(settings: list[str], batch_size: int, repeats: int, activation:
             learner = make_learner("relviable", ways, activation=activation)
             step = meta_update_fn(learner, jit_compile=False, tasks_per_pass=per_pass)
             float(step(batch))  # trace and warm up
-            times, peak = [], 0
+            seconds, peak = [], 0
             for _ in range(1 if slow else repeats):
                 tf.config.experimental.reset_memory_stats("CPU:0")
                 before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-                start = time.perf_counter()
-                float(step(batch))
-                times.append(time.perf_counter() - start)
+                seconds += times(lambda step=step, batch=batch: float(step(batch)), 1, warmup=0)
                 peak = max(peak, tf.config.experimental.get_memory_info("CPU:0")["peak"] - before)
             print(
                 f"| {name} | {batch_size} | {per_pass or batch_size} "
-                f"| {statistics.median(times):.3f} | {peak / 2**20:,.0f} |",
+                f"| {statistics.median(seconds):.3f} | {peak / 2**20:,.0f} |",
                 flush=True,
             )
 
@@ -212,15 +203,16 @@ def main() -> None:
     args = parser.parse_args()
     b = args.meta_batch_size
     if args.modes or args.passes:
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores; TF {tf.__version__}\n")
+        print(header())
         table = modes_table if args.modes else passes_table
         default = ",".join(SETTINGS) if args.modes else "20w5s"
         table((args.settings or default).split(","), b, args.repeats, args.activation)
         return
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores; TensorFlow {tf.__version__}; "
-        f"640-d inputs, 800 hidden, C = 100, 2 inner steps (second order), "
-        f"{QUERIES} queries per class\n"
+        header(
+            "640-d inputs, 800 hidden, C = 100, 2 inner steps (second order), "
+            f"{QUERIES} queries per class"
+        )
     )
     print("| setting | learner | first layer | B | s / meta-update | peak memory (MiB) |")
     print("|---|---|---|---:|---:|---:|")

@@ -13,39 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf
+from timing import header, relviable_sine_rate
 
-from viable_tf.learners import VIABLE
-from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer, make_strategy
-
-
-def rate(strategy, batch_size: int, *, jit_compile: bool, steps: int | None = None) -> float:
-    """Meta-updates per second of a relVIABLE trainer's compiled chunk of `steps`
-    updates (default: about 15,000 tasks' worth), best of 3 after a warm-up."""
-    steps = steps or max(30, 15_000 // batch_size)
-    trainer = Trainer(
-        model_dir=tempfile.mkdtemp(),
-        tasks=SineTasks(),
-        learner=VIABLE,
-        meta_batch_size=batch_size,
-        jit_compile=jit_compile,
-        show_progress=False,
-        strategy=strategy,
-        steps_per_call=steps,
-    )
-    trainer.train_chunk(tf.constant(5))  # trace, compile, warm up
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        int(trainer.train_chunk(tf.constant(steps))[0])
-        best = min(best, time.perf_counter() - start)
-    return steps / best
+from viable_tf.training import make_strategy
 
 
 def main() -> None:
@@ -57,7 +31,7 @@ def main() -> None:
     mirrored = make_strategy("mirrored", logical_cpus=args.logical_cpus)
     default = tf.distribute.get_strategy()
     devices = ", ".join(d.split("/")[-1] for d in mirrored.extended.worker_devices)
-    print(f"{os.cpu_count()} cores; mirrored replicas: {devices}; relVIABLE, K = Q = 10, C = 5\n")
+    print(header(f"mirrored replicas: {devices}; relVIABLE, K = Q = 10, C = 5"))
     columns = [
         ("1 device, XLA", default, True),
         ("1 device, graph", default, False),
@@ -70,7 +44,7 @@ def main() -> None:
     )
     print("|---:|" + "---:|" * (len(columns) + 1))
     for batch_size in batches:
-        rates = [rate(s, batch_size, jit_compile=jit) for _, s, jit in columns]
+        rates = [relviable_sine_rate(s, batch_size, jit_compile=jit) for _, s, jit in columns]
         print(
             f"| {batch_size} | "
             + " | ".join(f"{r:,.1f}" for r in rates)

@@ -24,10 +24,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from timing import header
 
 from serving.client import omniglot_episode
 from viable_tf.datasets import omniglot
 from viable_tf.evaluation.statistics import mean_confidence_interval
+from viable_tf.export import layout
 
 
 def main() -> None:
@@ -45,7 +47,7 @@ def main() -> None:
         with open(os.path.join(args.work_dir, "results.json")) as f:
             served = json.load(f)["served"][args.setting]
     base = os.path.join(args.work_dir, "export", served)
-    version = max(int(v) for v in os.listdir(base) if v.isdigit())
+    version = layout.version_folders(base)[-1]
     serve = tf.saved_model.load(os.path.join(base, str(version))).signatures["serving_default"]
     encoder = keras.saving.load_model(os.path.join(args.work_dir, "encoder", "encoder.keras"))
     model, nearest = [], []
@@ -60,7 +62,11 @@ def main() -> None:
         support, query = features[: support_y.size], features[support_y.size :]
         distances = ((query[:, None] - support[None]) ** 2).sum(-1)
         nearest.append(np.mean(support_y[0][distances.argmin(1)] == query_y[0]))
-    print(f"{args.setting}, {args.episodes} test-alphabet episodes, {args.queries} queries/class\n")
+    print(
+        header(
+            f"{args.setting}, {args.episodes} test-alphabet episodes, {args.queries} queries/class"
+        )
+    )
     print("| classifier | accuracy (%) |")
     print("|---|---:|")
     for name, scores in (

@@ -31,6 +31,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from timing import header
 
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
@@ -248,8 +249,10 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     print(
-        f"relVIABLE sine, one task per request, K = {K}, Q = {Q}; {os.cpu_count()} cores; "
-        f"server and load generator on the same machine\n"
+        header(
+            f"relVIABLE sine, one task per request, K = {K}, Q = {Q}; "
+            "server and load generator on the same machine"
+        )
     )
     print("| scenario | requests | errors | throughput (req/s) | p50 (ms) | p99 (ms) |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -13,7 +13,6 @@ import asyncio
 import os
 import tempfile
 import threading
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -22,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tensorflow_serving.config import model_server_config_pb2
+from timing import header, median_of
 
 from serving import checks, tensors
 from serving.client import Client
@@ -37,14 +37,7 @@ class _Empty(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 def median_ms(call, count: int = 500) -> float:
-    for _ in range(50):
-        call()
-    times = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times) * 1000)
+    return 1000 * median_of(call, count, warmup=50)
 
 
 def main() -> None:
@@ -70,7 +63,7 @@ def main() -> None:
     )[0]
     servable = server.manager.resolve("sine")
     signature = servable.signatures["serving_default"]
-    function = servable._functions["serving_default"]
+    function = servable.function("serving_default")
     constants = {k: tf.constant(v) for k, v in inputs.items()}
     client = Client(f"127.0.0.1:{server.grpc_port}")
     request = client.request(inputs, model_name="sine")
@@ -94,6 +87,7 @@ def main() -> None:
             lambda: client.prediction.Predict(request),
         ),
     ]
+    print(header("relVIABLE sine task, K = 10, Q = 100; median of 500 calls"))
     print("| stage | median (ms) |\n|---|---:|")
     for name, call in rows:
         print(f"| {name} | {median_ms(call):.2f} |", flush=True)

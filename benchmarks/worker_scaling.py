@@ -36,13 +36,14 @@ def _free_port() -> int:
 def measure(strategy_name: str, batches: list[int], jit_compile: bool) -> dict[int, float]:
     """In this (already pinned) process: meta-updates per second at each B."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from replica_scaling import rate
+    from timing import relviable_sine_rate
 
     from viable_tf.training import make_strategy
 
     strategy = make_strategy(strategy_name)
     return {
-        b: rate(strategy, b, jit_compile=jit_compile, steps=max(20, 6_000 // b)) for b in batches
+        b: relviable_sine_rate(strategy, b, jit_compile=jit_compile, steps=max(20, 6_000 // b))
+        for b in batches
     }
 
 
@@ -126,10 +127,9 @@ def main() -> None:
             for b, r in run().items():
                 best[side][b] = max(best[side].get(b, 0.0), r)
             print(json.dumps({side: best[side]}), file=sys.stderr, flush=True)  # so far
-    print(
-        f"{os.cpu_count()} cores; relVIABLE on sine, K = Q = 10, C = 5; "
-        f"best of {args.rounds} alternated rounds\n"
-    )
+    from timing import header
+
+    print(header(f"relVIABLE on sine, K = Q = 10, C = 5; best of {args.rounds} alternated rounds"))
     print(
         "| meta-batch B | 1 process, 1 core, XLA | 1 process, 1 core, graph "
         "| 2 workers, 1 core each | speed-up vs 1 core (graph) | vs 1 core (XLA) "

@@ -118,6 +118,10 @@ class Servable:
         self.recent_seconds[signature].append(time.perf_counter() - start)
         return outputs
 
+    def function(self, signature: str):
+        """The loaded signature's ConcreteFunction (keyword tensors in, a dict out)."""
+        return self._functions[signature]
+
     def typical_seconds(self, signature: str) -> float | None:
         """The median of the signature's recent call times (None before its first call)."""
         recent = self.recent_seconds[signature]
