@@ -22,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from timing import header
 
 from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
@@ -83,6 +84,7 @@ def main() -> None:
                 "best": float(losses.min()),
                 "jumps_over_20pct": int(np.sum(losses[1:] > 1.2 * losses[:-1])),
                 "every_25": [round(float(x), 4) for x in losses[::25]],
+                "machine": header().strip(),
             }
         )
     )

@@ -78,14 +78,15 @@ def _fingerprint(path: str) -> tuple:
     return tuple(sorted(entries))
 
 
-def _labelled_version(entry: ModelEntry, label: str) -> int:
-    """The version a label names (INVALID_ARGUMENT for a label the model does not have)."""
+def _labelled_version(entry: ModelEntry, label: str, *, name_labels: bool = True) -> int:
+    """The version a label names; INVALID_ARGUMENT for a label the model does not have
+    (naming the labels it has, unless `name_labels` is False: TF Serving's own text)."""
     labels = dict(entry.config.version_labels)
     if label not in labels:
+        known = f" (model {entry.name} has labels: {', '.join(sorted(labels)) or 'none'})"
         raise ServingError(
             grpc.StatusCode.INVALID_ARGUMENT,
-            f"Unrecognized servable version label: {label} (model {entry.name} has labels: "
-            f"{', '.join(sorted(labels)) or 'none'})",
+            f"Unrecognized servable version label: {label}" + (known if name_labels else ""),
         )
     return labels[label]
 
@@ -147,7 +148,7 @@ class ModelManager:
         if entry is None:
             raise not_found(f"Could not find any versions of model {name}")
         if label:
-            version = _labelled_version(entry, label)
+            version = _labelled_version(entry, label, name_labels=False)
         versions = sorted(entry.statuses) if version is None else [version]
         if version is not None and version not in entry.statuses:
             raise not_found(f"Could not find version {version} of model {name}")

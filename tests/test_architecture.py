@@ -1,0 +1,143 @@
+"""The house's shape (issue 24), checked: no import circles, modules of a readable size,
+benchmarks that share one timing module, and the layers' contract (the README's test
+command runs `lint-imports` on it; here the same contract, so a failing layer also names
+the test)."""
+
+import ast
+import glob
+import os
+import subprocess
+import sys
+
+import grimp
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_LINES = 400
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _cycles(graph) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    index, low, on_stack, stack, groups = {}, {}, set(), [], []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return groups
+
+
+def test_no_import_circles():
+    """Lazy imports inside functions count too (grimp reads every import statement)."""
+    graph = grimp.build_graph("viable_tf", "serving")
+    assert len(graph.modules) > 50
+    assert _cycles(graph) == []
+
+
+def test_the_layers_contract_holds():
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "lint-imports")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+def test_the_contract_lists_no_exception():
+    with open(os.path.join(REPO, "pyproject.toml")) as f:
+        text = f.read()
+    section = text[text.index("[tool.importlinter]") :]
+    assert "ignore_imports" not in section and "exclude_type_checking_imports" not in section
+
+
+@pytest.mark.parametrize("package", ["viable_tf", "serving"])
+def test_no_module_over_400_lines(package):
+    sizes = {
+        os.path.relpath(path, REPO): _read(path).count("\n")
+        for path in glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True)
+    }
+    assert sizes
+    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_benchmarks_share_timing_and_import_no_script_or_private_name():
+    scripts = {
+        os.path.splitext(os.path.basename(p))[0]
+        for p in glob.glob(os.path.join(REPO, "benchmarks", "*.py"))
+    }
+    assert "timing" in scripts
+    for name in sorted(scripts - {"timing"}):
+        path = os.path.join(REPO, "benchmarks", f"{name}.py")
+        source = _read(path)
+        tree = ast.parse(source)
+        imported = {
+            node.module.split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+            if not isinstance(node, ast.ImportFrom) or node.module
+        }
+        assert imported & (scripts - {"timing"}) == set(), f"{name} imports another script"
+        assert "timing" in imported, f"{name} does not use benchmarks/timing.py"
+        private = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id == "args")
+        }
+        assert private == set(), f"{name} reaches private names: {sorted(private)}"
+        # serving_load times each request of its load (latency percentiles), not a loop
+        assert "perf_counter" not in source or name == "serving_load", name
+
+
+def test_an_unregistered_task_family_is_one_clear_error():
+    from viable_tf.evaluation import test_protocol, validation_protocol
+    from viable_tf.tasks.base import TaskFamily
+
+    class Coins(TaskFamily):
+        input_dim, output_dim, task_loss = 1, 1, "mse"
+
+        def sample(self, seed, batch_size):
+            raise NotImplementedError
+
+        def hparams(self):
+            return {}
+
+        def warmup_inputs(self, rng, *, num_support, num_query):
+            return {}
+
+    for protocol in (validation_protocol, test_protocol):
+        with pytest.raises(TypeError, match=r"no \w+ is registered for Coins"):
+            protocol(Coins())
