@@ -1,0 +1,210 @@
+"""Your own Keras model under CAVIA, MAML and VIABLE (docs/GUIDE.md).
+
+A learner takes a `network` factory, called with `input_dim`, `output_dim` and
+`context_dim`. `keras_network(build)` turns a function that builds a Keras model into
+one: the model maps one point's input (and, for CAVIA and VIABLE, the task context phi)
+to its outputs,
+
+    build(input_dim, output_dim, context_dim) -> keras.Model
+        [x [N, D], phi [N, C]] -> y_hat [N, Y]     (context_dim > 0: CAVIA, VIABLE)
+        x [N, D] -> y_hat [N, Y]                    (context_dim = 0: plain MAML)
+
+functional or subclassed, any layers. `UserNetwork` wraps it in the interface the
+learners use (the same as `PredictionNetwork`'s): `network(x, context)` on [B, P, D]
+points, and, for MAML and VIABLE on MAML, `params` and `forward(params, x, context)`,
+which runs the model *functionally* on weights given as tensors (Keras 3's
+`stateless_call`), shared or one copy per task with a leading B axis: no copy of the
+model per task. With the prototype head (`head='prototypes'`) `build` gets
+`output_dim=None` and returns the features the head starts from, [N, F].
+
+For image models, `FiLM` turns phi into a per-channel scale and shift of a feature map,
+as the CAVIA code conditions its conv nets.
+
+Refused at construction, each with one line: a model that does not take the context a
+learner gives it (or takes one where it gets none), outputs of the wrong shape, and layers
+whose state changes in a forward pass (BatchNormalization's moving statistics), which
+would be shared across the tasks of a batch; use LayerNormalization or GroupNormalization.
+
+Shape legend: B tasks, P points per task, N = B * P points, D input dim, C context dim,
+Y outputs, F features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+Build = Callable[[int, int | None, int], keras.Model]
+
+
+def keras_network(build: Build) -> Callable[..., UserNetwork]:
+    """A learner's `network` factory from `build(input_dim, output_dim, context_dim)`."""
+
+    def make(*, input_dim: int, output_dim: int, context_dim: int, output_layer: bool = True):
+        model = build(input_dim, output_dim if output_layer else None, context_dim)
+        return UserNetwork(
+            model,
+            input_dim=input_dim,
+            output_dim=output_dim,
+            context_dim=context_dim,
+            output_layer=output_layer,
+        )
+
+    return make
+
+
+def _shape(value) -> list:
+    return [None if d is None else int(d) for d in tf.TensorShape(value.shape).as_list()]
+
+
+class UserNetwork(keras.layers.Layer):
+    """A user's Keras model as a learner's network (see the module docstring).
+
+    Args:
+      model: the Keras model (built or not).
+      input_dim, output_dim, context_dim: D, Y, C, as the learner passes them.
+      output_layer: False for the prototype head: the model's output is the features.
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        input_dim: int,
+        output_dim: int,
+        context_dim: int,
+        output_layer: bool = True,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"expected a keras.Model, got {type(model).__name__}")
+        self.model = model
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+        self.context_dim = context_dim
+        self.output_layer = output_layer
+        self.init = "custom"
+        self._feature_dim = self._check(model)
+
+    def _inputs(self, x, context):
+        return [x, context] if self.context_dim else x
+
+    def _check(self, model: keras.Model) -> int:
+        """Builds the model on two points and checks what it takes and gives."""
+        x = np.zeros([2, self.input_dim], np.float32)
+        context = np.zeros([2, self.context_dim], np.float32)
+        what = f"[x [N, {self.input_dim}], phi [N, {self.context_dim}]]"
+        if not self.context_dim:
+            what = f"x [N, {self.input_dim}] (no context: this learner adapts no phi)"
+        try:
+            out = model(self._inputs(x, context))
+        except Exception as error:  # whatever the model raises, as one line
+            said = " ".join(str(error).split())[:300]
+            raise ValueError(
+                f"the model must take {what}; calling it so failed: {type(error).__name__}: {said}"
+            ) from None
+        if isinstance(out, list | tuple | dict):
+            raise ValueError(f"the model must return one tensor, got {type(out).__name__}")
+        shape = _shape(out)
+        want = self.output_dim if self.output_layer else None
+        if len(shape) != 2 or shape[0] != 2 or (want is not None and shape[1] != want):
+            expected = f"[N, {want}]" if want is not None else "[N, F] (features)"
+            raise ValueError(
+                f"the model's output for N = 2 points is {shape}; expected {expected}: "
+                f"one row of {'outputs' if want else 'features'} per point"
+            )
+        stateful = sorted({v.path.split("/")[0] for v in model.non_trainable_variables} or set())
+        if stateful:
+            raise ValueError(
+                f"the model has state that changes in a forward pass ({', '.join(stateful)}: "
+                "e.g. BatchNormalization's moving statistics), which would be shared by every "
+                "task of a batch; use LayerNormalization or GroupNormalization instead"
+            )
+        if not model.trainable_variables:
+            raise ValueError("the model has no trainable weights: nothing to meta-learn")
+        return shape[1]
+
+    @property
+    def feature_dim(self) -> int:
+        """The width of the model's output: Y, or F without the output layer."""
+        return self._feature_dim
+
+    @property
+    def params(self) -> list:
+        """theta: the model's trainable weights, in `forward`'s order."""
+        return list(self.model.trainable_variables)
+
+    def call(self, x: tf.Tensor, context: tf.Tensor | None = None) -> tf.Tensor:
+        """x [B, P, D], context [B, C] -> [B, P, Y] (or [B, P, F])."""
+        return self._run(None, x, context)
+
+    def forward(self, params: Sequence[tf.Tensor], x: tf.Tensor, context=None) -> tf.Tensor:
+        """The model on weights `params` (shared, or each with a leading B axis: one
+        per task), run functionally; x [B, P, D], context [B, C] -> [B, P, Y]."""
+        return self._run(list(params), x, context)
+
+    def _run(self, params, x, context):
+        if self.context_dim and context is None:
+            raise ValueError(f"context [B, {self.context_dim}] is required")
+        variables = self.model.trainable_variables
+        per_task = params is not None and any(
+            len(p.shape) == len(v.shape) + 1 for p, v in zip(params, variables, strict=True)
+        )
+        if not per_task:
+            return self._points(params, x, context)
+        # One copy of the weights per task: the model per task, over its own points.
+        params = [
+            p if len(p.shape) == len(v.shape) + 1 else tf.repeat(p[None], tf.shape(x)[0], 0)
+            for p, v in zip(params, variables, strict=True)
+        ]
+        contexts = context if self.context_dim else tf.zeros([tf.shape(x)[0], 0], x.dtype)
+        spec = tf.TensorSpec([None, self.feature_dim], x.dtype)
+        return tf.map_fn(
+            lambda task: self._points(task[0], task[1][None], task[2][None])[0],
+            (params, x, contexts),
+            fn_output_signature=tf.TensorSpec(spec.shape, spec.dtype),
+        )
+
+    def _points(self, params, x, context):
+        """[B, P, D] points (and [B, C] contexts) through the model as N = B * P rows."""
+        b, p = tf.shape(x)[0], tf.shape(x)[1]
+        flat = tf.reshape(x, [-1, self.input_dim])
+        inputs = flat
+        if self.context_dim:
+            rows = tf.reshape(tf.repeat(context[:, None, :], p, axis=1), [-1, self.context_dim])
+            inputs = [flat, rows]
+        if params is None:
+            out = self.model(inputs)
+        else:
+            out, _ = self.model.stateless_call(params, [], inputs)
+        return tf.reshape(out, [b, p, self.feature_dim])
+
+
+@keras.saving.register_keras_serializable(package="viable_tf")
+class FiLM(keras.layers.Layer):
+    """Feature-wise linear modulation by the task context: [features [N, ..., Ch],
+    phi [N, C]] -> features * (1 + gamma) + beta, with (gamma, beta) = W phi + b per
+    channel (Perez et al. 2018; the CAVIA code conditions its conv nets so). b starts at
+    zero, so the context phi_0 = 0 leaves the features as they are; W starts random, so
+    phi gets a gradient from the first inner step (at W = 0 it would get none, and W none
+    through phi: the context would never be used)."""
+
+    def build(self, input_shape) -> None:
+        features, context = input_shape
+        self.channels = int(features[-1])
+        self.dense = keras.layers.Dense(2 * self.channels, bias_initializer="zeros")
+        self.dense.build(context)
+
+    def call(self, inputs):
+        features, context = inputs
+        gamma, beta = tf.split(self.dense(context), 2, axis=-1)  # [N, Ch] each
+        rank = len(features.shape)
+        broadcast = [-1] + [1] * (rank - 2) + [self.channels]
+        return features * (1.0 + tf.reshape(gamma, broadcast)) + tf.reshape(beta, broadcast)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape[0]
