@@ -6,9 +6,10 @@ directory, in LEO's layout, and the builder reads them with the safe unpickler:
     <manual_dir>/<dataset>/<view>/<train|val|test>_embeddings.pkl
 
 Configs: `mini_imagenet_center`, `mini_imagenet_multiview` (640-d, LEO's
-Mini-ImageNet), and `omniglot_center` (the features `viable-omniglot` writes in
-the same format). Every example keeps its class and image ids; embeddings are
-l2-normalised as LEO does.
+Mini-ImageNet), `omniglot_center` (the features `viable-omniglot` writes in
+the same format) and `omniglot_pixels` (the images themselves, 28 x 28, for the
+end-to-end runs of `viable_tf.experiments.omniglot_conv`). Every example keeps its
+class and image ids; embeddings are l2-normalised as LEO does.
 
     builder = LeoEmbeddings(config="mini_imagenet_center", data_dir=TFDS_DIR)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
@@ -75,6 +76,13 @@ class LeoEmbeddings(tfds.core.GeneratorBasedBuilder):
             view="center",
             embedding_dim=64,
             description="Omniglot features of viable-omniglot's encoder (SPEC §6).",
+        ),
+        LeoEmbeddingsConfig(
+            name="omniglot_pixels",
+            dataset="omniglot",
+            view="pixels",
+            embedding_dim=28 * 28,
+            description="Omniglot images as 28 x 28 strokes (omniglot_conv: end to end).",
         ),
     ]
 

@@ -97,7 +97,7 @@ def _subprocess(command: list[str], log_path: str) -> None:
         raise RuntimeError(f"{' '.join(command[:3])} failed; see {log_path}")
 
 
-def train(work_dir: str, run: str, params: list[str]) -> None:
+def train(work_dir: str, run: str, params: list[str], configs: str = CONFIGS) -> None:
     """Stage 2 for one run (skipped if done); its time is in its results.json."""
     model_dir = os.path.join(work_dir, "runs", run)
     if os.path.exists(RunDir(model_dir).results):
@@ -106,7 +106,7 @@ def train(work_dir: str, run: str, params: list[str]) -> None:
     features = os.path.join(work_dir, "features")
     command = [
         *module_command("viable_tf.cli.train"),
-        f"--gin_file={CONFIGS}/{run}.gin",
+        f"--gin_file={configs}/{run}.gin",
         f"--gin_param=DATA_DIR={features!r}",
         *(f"--gin_param={p}" for p in params),
         "--gin_param=Trainer.show_progress=False",
@@ -185,7 +185,7 @@ def _warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> d
     }
 
 
-def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
+def reference(work_dir: str, setting: str, test_episodes: int, configs: str = CONFIGS) -> dict:
     """Nearest class mean on the features, on the runs' own test episodes."""
     from viable_tf.cli.common import parse_gin
     from viable_tf.evaluation.classification import (
@@ -197,7 +197,7 @@ def reference(work_dir: str, setting: str, test_episodes: int) -> dict:
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
     # The data and episodes exactly as the runs' configs set them (gin/omniglot/base.gin).
     parse_gin(
-        [f"{CONFIGS}/base.gin"],
+        [f"{configs}/base.gin"],
         [
             f"DATA_DIR={os.path.join(work_dir, 'features')!r}",
             f"NUM_WAYS={ways}",

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import gin
 import keras
 import numpy as np
 import tensorflow as tf
@@ -40,8 +41,10 @@ import tensorflow as tf
 Build = Callable[[int, int | None, int], keras.Model]
 
 
-def keras_network(build: Build) -> Callable[..., UserNetwork]:
-    """A learner's `network` factory from `build(input_dim, output_dim, context_dim)`."""
+@gin.configurable
+def keras_network(build: Build = gin.REQUIRED) -> Callable[..., UserNetwork]:
+    """A learner's `network` factory from `build(input_dim, output_dim, context_dim)`
+    (in gin: `CAVIA.network = @keras_network()`, `keras_network.build = @conv4_film`)."""
 
     def make(*, input_dim: int, output_dim: int, context_dim: int, output_layer: bool = True):
         model = build(input_dim, output_dim if output_layer else None, context_dim)
@@ -156,17 +159,17 @@ class UserNetwork(keras.layers.Layer):
         )
         if not per_task:
             return self._points(params, x, context)
-        # One copy of the weights per task: the model per task, over its own points.
+        # One copy of the weights per task: the model per task, over its own points,
+        # vectorised (pfor; a loop where an op has no batched form, as a per-task conv).
         params = [
             p if len(p.shape) == len(v.shape) + 1 else tf.repeat(p[None], tf.shape(x)[0], 0)
             for p, v in zip(params, variables, strict=True)
         ]
         contexts = context if self.context_dim else tf.zeros([tf.shape(x)[0], 0], x.dtype)
-        spec = tf.TensorSpec([None, self.feature_dim], x.dtype)
-        return tf.map_fn(
+        return tf.vectorized_map(
             lambda task: self._points(task[0], task[1][None], task[2][None])[0],
             (params, x, contexts),
-            fn_output_signature=tf.TensorSpec(spec.shape, spec.dtype),
+            fallback_to_while_loop=True,
         )
 
     def _points(self, params, x, context):
@@ -208,3 +211,37 @@ class FiLM(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape[0]
+
+
+@gin.configurable
+def conv4_film(
+    input_dim: int,
+    output_dim: int | None,
+    context_dim: int,
+    *,
+    image_shape: Sequence[int] = (28, 28, 1),
+    filters: int = 32,
+    blocks: int = 4,
+) -> keras.Model:
+    """The CAVIA code lineage's image backbone: `blocks` conv blocks (3 x 3 conv with
+    `filters` channels, FiLM by phi, ReLU, 2 x 2 max-pool) on an image given as
+    `input_dim` numbers, then a linear output layer (none with `output_dim=None`: the
+    flattened features). No batch normalisation: its statistics would be shared by the
+    tasks of a batch (refused by UserNetwork); FiLM is the per-task conditioning."""
+    if int(np.prod(image_shape)) != input_dim:
+        raise ValueError(f"image_shape {tuple(image_shape)} does not hold input_dim={input_dim}")
+    x = keras.Input((input_dim,), name="x")
+    inputs = [x]
+    h = keras.layers.Reshape(tuple(image_shape))(x)
+    if context_dim:
+        context = keras.Input((context_dim,), name="context")
+        inputs.append(context)
+    for _ in range(blocks):
+        h = keras.layers.Conv2D(filters, 3, padding="same")(h)
+        if context_dim:
+            h = FiLM()([h, context])
+        h = keras.layers.MaxPooling2D(2)(keras.layers.ReLU()(h))
+    h = keras.layers.Flatten()(h)
+    if output_dim is not None:
+        h = keras.layers.Dense(output_dim)(h)
+    return keras.Model(inputs if context_dim else x, h)
