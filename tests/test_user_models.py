@@ -2,14 +2,19 @@
 functional and subclassed models through adapt, the meta-loss, training, export and a
 served request; the functional MAML path against the built-in one; the refusals."""
 
+import glob
+import os
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fake_leo import write_fake_leo
 from serving_harness import RunningServer, model_config
 
 from serving.client import Client
 from serving.server import ServerOptions
+from viable_tf.cli.common import parse_gin
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
 from viable_tf.networks import (
@@ -22,6 +27,8 @@ from viable_tf.networks import (
 )
 from viable_tf.tasks import SineTasks, seed_for
 from viable_tf.training import Trainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def functional_mlp(input_dim, output_dim, context_dim, hidden=(40, 40)):
@@ -270,3 +277,38 @@ def test_a_model_that_does_not_fit_is_refused_with_one_line():
             output_dim=3,
             network=keras_network(lambda d, y, c: functional_mlp(d, y, 4)),
         )
+
+
+@pytest.mark.parametrize(
+    "config",
+    sorted(
+        os.path.relpath(p, REPO)
+        for p in glob.glob(os.path.join(REPO, "gin", "omniglot_conv", "*shot.gin"))
+    ),
+)
+def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel_data, tmp_path):
+    """gin/omniglot_conv/: the frozen-feature configs with the conv-FiLM network on 28 x 28
+    images (the LEO-format files the tests write, 784 numbers per image)."""
+    parse_gin([config], [f"DATA_DIR={pixel_data!r}", "Trainer.show_progress=False"])
+    trainer = Trainer(model_dir=str(tmp_path / "run"))
+    learner = trainer.learner
+    assert isinstance(learner.network, UserNetwork) and learner.input_dim == 28 * 28
+    assert not trainer.jit_compile  # oneDNN's convolutions (and MAML's per-task loop)
+    convs = [layer for layer in learner.network.model.layers if "conv2d" in layer.name]
+    films = [layer for layer in learner.network.model.layers if isinstance(layer, FiLM)]
+    assert len(convs) == 4 and len(films) == (0 if learner.method_name == "maml" else 4)
+    if "cavia_5way1shot" in config:  # one compiled chunk of real meta-updates
+        ran, losses, *_ = trainer.train_chunk(tf.constant(2))
+        assert int(ran) == 2 and np.isfinite(losses.numpy()).all()
+
+
+@pytest.fixture(scope="module")
+def pixel_data(tmp_path_factory):
+    return write_fake_leo(
+        tmp_path_factory.mktemp("pixels"),
+        dataset="omniglot",
+        view="pixels",
+        dim=28 * 28,
+        per_class=20,
+        split_classes={"train": 6, "val": 6, "test": 6},
+    )
