@@ -1,0 +1,282 @@
+"""Writes notebooks/quickstart.ipynb and notebooks/omniglot.ipynb from the cells below
+(unexecuted); `python notebooks/make_notebooks.py --execute` also runs them in place, so
+the committed files carry the outputs of a real run. tests/test_notebooks.py executes
+them in the README's test command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parameters(source: str):
+    cell = new_code_cell(source)
+    cell.metadata["tags"] = ["parameters"]  # papermill's and tests/test_notebooks.py's
+    return cell
+
+
+QUICKSTART = [
+    new_markdown_cell(
+        "# viable_tf quickstart: sine regression\n\n"
+        "Train CAVIA and relVIABLE (CAVIA whose inner loop follows a learned *relational* "
+        "loss over every pair of support points) on the paper's sine tasks, see both adapt "
+        "from 4 points, evaluate them with the project's protocol, export one as a "
+        "SavedModel, call its `serving_default`, then serve it with `viable-serve` and send "
+        "one REST and one gRPC request. A small budget (about a minute on 2 cores): the "
+        "paper's runs are 50,000 meta-updates (`viable-sine-paper`)."
+    ),
+    parameters("STEPS = 1500  # meta-updates per learner (the paper: 50,000)\nSEED = 0"),
+    new_code_cell(
+        "import os\nimport subprocess\nimport sys\nimport tempfile\nimport time\n\n"
+        "from viable_tf.logs import quiet_tensorflow\n\n"
+        "quiet_tensorflow()  # TensorFlow's start-up lines, as the command-line tools do\n"
+        "import matplotlib.pyplot as plt\nimport numpy as np\nimport tensorflow as tf\n\n"
+        "tf.get_logger().setLevel('ERROR')\n"
+        "from viable_tf.evaluation import test_protocol\n"
+        "from viable_tf.export import export_saved_model\n"
+        "from viable_tf.learners import CAVIA, VIABLE\n"
+        "from viable_tf.networks import RelationLossNetwork\n"
+        "from viable_tf.tasks import SineTasks, seed_for\n"
+        "from viable_tf.training import Trainer\n\n"
+        "work = tempfile.mkdtemp(prefix='viable-quickstart-')\n"
+        "tasks = SineTasks()  # amplitude in [0.1, 5], phase in [0, pi], x in [-5, 5], K = Q = 10"
+    ),
+    new_markdown_cell(
+        "## Meta-train\n\n`Trainer` is what `viable-train` builds from gin: compiled chunks "
+        "of meta-updates, validation every `eval_every`, the best checkpoint kept."
+    ),
+    new_code_cell(
+        "learners = {\n"
+        "    'CAVIA': lambda **sizes: CAVIA(context_dim=5, **sizes),\n"
+        "    'relVIABLE': lambda **sizes: VIABLE(context_dim=5, loss_network=RelationLossNetwork, **sizes),\n"
+        "}\n"
+        "trained = {}\n"
+        "for name, make in learners.items():\n"
+        "    start = time.perf_counter()\n"
+        "    trainer = Trainer(model_dir=os.path.join(work, name), tasks=tasks, learner=make,\n"
+        "                      num_steps=STEPS, eval_every=500, seed=SEED, show_progress=False)\n"
+        "    trainer.train()\n"
+        "    step = trainer.restore_best()\n"
+        "    trained[name] = trainer.learner\n"
+        "    print(f'{name}: {STEPS} meta-updates in {time.perf_counter() - start:.0f} s, best at {step}')"
+    ),
+    new_markdown_cell(
+        "## Adapted from 4 points\n\nOne task drawn from a fixed seed: both learners adapt "
+        "to the same 4 support points (red); the dashed line is the true curve."
+    ),
+    new_code_cell(
+        "grid = tasks.evaluation_grid(200)\n"
+        "batch, params = tasks.sample_tasks(seed_for(123, 4), 1, num_support=4, query_x=grid)\n"
+        "truth = params.amplitude[0] * np.sin(grid.numpy() - params.phase[0])\n"
+        "fig, ax = plt.subplots(figsize=(7, 3.5))\n"
+        "ax.plot(grid, truth, 'k--', label='true curve')\n"
+        "for name, learner in trained.items():\n"
+        "    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)\n"
+        "    ax.plot(grid, learner.predict(state, batch.query_x)[0, :, 0], label=f'{name}, adapted')\n"
+        "ax.scatter(batch.support_x[0, :, 0], batch.support_y[0, :, 0], c='red', zorder=3, label='4 support points')\n"
+        "ax.set_xlabel('x'); ax.set_ylabel('y'); ax.legend(loc='lower right', fontsize=8)\n"
+        "plt.show()"
+    ),
+    new_markdown_cell(
+        "## Evaluate with the project's protocol\n\n1,000 fixed test tasks, MSE over 100 "
+        "evenly spaced points, mean and 95% CI (SPEC §4), at K = 4 and K = 10."
+    ),
+    new_code_cell(
+        "for name, learner in trained.items():\n"
+        "    for k in (4, 10):\n"
+        "        result = test_protocol(tasks, num_support=k)(learner)\n"
+        "        print(f'{name:10} K = {k:2}: MSE {result.mean:.3f} +- {result.ci95:.3f}')"
+    ),
+    new_markdown_cell(
+        "## Export, and call the SavedModel\n\nThe export adapts and predicts inside the "
+        "graph (standard ops only), so TensorFlow Serving loads it unchanged."
+    ),
+    new_code_cell(
+        "export_base = os.path.join(work, 'export')\n"
+        "path = export_saved_model(trained['relVIABLE'], export_base)\n"
+        "serve = tf.saved_model.load(path).signatures['serving_default']\n"
+        "support_x = batch.support_x[:, :4]\n"
+        "answer = serve(support_x=support_x, support_y=batch.support_y[:, :4],\n"
+        "               query_x=tf.constant([[[0.0], [2.5]]]))\n"
+        "print(path, {k: v.shape for k, v in answer.items()})\n"
+        "print('predictions at x = 0 and 2.5:', answer['predictions'].numpy().ravel())"
+    ),
+    new_markdown_cell(
+        "## Serve it, and ask over REST and gRPC\n\n`viable-serve` speaks TensorFlow "
+        "Serving's protocols; port 0 lets it pick free ports, which it prints."
+    ),
+    new_code_cell(
+        "import re\n\nimport requests\n\nfrom serving.client import Client\n\n"
+        "server = subprocess.Popen(\n"
+        "    [os.path.join(os.path.dirname(sys.executable), 'viable-serve'), '--model_name=sine',\n"
+        "     f'--model_base_path={export_base}', '--port=0', '--rest_api_port=0'],\n"
+        "    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)\n"
+        "line = server.stdout.readline()  # 'viable-serve: serving sine: gRPC on ..., REST on ...'\n"
+        "grpc_port, rest_port = re.findall(r':(\\d+)', line)[:2]\n"
+        "print(line.strip())"
+    ),
+    new_code_cell(
+        "x = [[-3.0], [-1.0], [1.0], [3.0]]\n"
+        "y = [[float(np.sin(v[0]))] for v in x]\n"
+        "rest = requests.post(f'http://127.0.0.1:{rest_port}/v1/models/sine:predict',\n"
+        "                     json={'instances': [{'support_x': x, 'support_y': y, 'query_x': [[0.5]]}]},\n"
+        "                     timeout=60).json()\n"
+        "print('REST:', rest['predictions'][0]['predictions'])\n"
+        "client = Client(f'127.0.0.1:{grpc_port}')\n"
+        "outputs = client.predict([x], [y], [[[0.5]]], model_name='sine')\n"
+        "client.close()\n"
+        "print('gRPC:', outputs['predictions'].ravel(), ' true sin(0.5) =', round(float(np.sin(0.5)), 3))"
+    ),
+    new_code_cell("server.terminate()\nprint('viable-serve stopped:', server.wait(timeout=60))"),
+]
+
+OMNIGLOT = [
+    new_markdown_cell(
+        "# viable_tf on Omniglot: few-shot classification of handwritten characters\n\n"
+        "The classification pipeline of `viable-omniglot`, step by step and at a small "
+        "budget: read the Omniglot images, train an image encoder on the meta-train "
+        "characters, meta-train CAVIA with the prototype head on its frozen features, compare "
+        "it with the nearest class mean on the same test episodes, then export it *with the "
+        "encoder in front* and classify drawings of alphabets it never saw, as a served "
+        "model would. `DATA_DIR` is the folder with Omniglot's `images_background.zip` and "
+        "`images_evaluation.zip`."
+    ),
+    parameters(
+        "DATA_DIR = '../../shared/data/omniglot'  # tests/test_notebooks.py passes the CI's\n"
+        "ENCODER_EPOCHS = 10  # viable-omniglot: 30\n"
+        "STEPS = 1000  # meta-updates (the RESULTS.md runs: 20,000)"
+    ),
+    new_code_cell(
+        "import os\nimport tempfile\n\n"
+        "from viable_tf.logs import quiet_tensorflow\n\n"
+        "quiet_tensorflow()  # TensorFlow's start-up lines, as the command-line tools do\n"
+        "import matplotlib.pyplot as plt\nimport numpy as np\nimport tensorflow as tf\n"
+        "import tensorflow_datasets as tfds\n\n"
+        "tf.get_logger().setLevel('ERROR')\ntfds.disable_progress_bar()\n"
+        "from viable_tf import config\n"
+        "from viable_tf.datasets import omniglot as data\n"
+        "from viable_tf.evaluation import test_protocol\n"
+        "from viable_tf.evaluation.classification import classification_test_evaluator, nearest_mean_accuracy\n"
+        "from viable_tf.experiments import omniglot\n"
+        "from viable_tf.export import export_saved_model\n"
+        "from viable_tf.training import Trainer\n\n"
+        "work = tempfile.mkdtemp(prefix='viable-omniglot-')\n"
+        "splits = data.read_omniglot(DATA_DIR)\n"
+        "for name, split in splits.items():\n"
+        "    print(f'{name}: {len(set(split.classes))} characters, {len(split.classes)} drawings')"
+    ),
+    new_code_cell(
+        "test = splits['test']\n"
+        "fig, axes = plt.subplots(1, 8, figsize=(10, 1.6))\n"
+        "for ax, row in zip(axes, range(0, 160, 20), strict=True):\n"
+        "    ax.imshow(test.images[row, :, :, 0], cmap='gray'); ax.set_title(test.classes[row].split('.')[-1], fontsize=7); ax.axis('off')\n"
+        "plt.show()"
+    ),
+    new_markdown_cell(
+        "## The encoder and its frozen features\n\nA 4-block conv net trained to classify "
+        "the meta-train characters only; its features of every drawing are written in "
+        "LEO's pickle format, which the episode sampler reads."
+    ),
+    new_code_cell(
+        "info = omniglot.prepare_features(DATA_DIR, work, epochs=ENCODER_EPOCHS, seed=0)\n"
+        "print(f\"encoder: {info['final_train_accuracy']:.3f} train accuracy in {info['seconds']} s\")"
+    ),
+    new_markdown_cell(
+        "## Meta-train CAVIA with the prototype head\n\nThe shipped config "
+        "`omniglot/cavia_proto_5way1shot.gin` (5-way 1-shot), at a smaller budget."
+    ),
+    new_code_cell(
+        "features = os.path.join(work, 'features')\n"
+        "config.parse(['omniglot/cavia_proto_5way1shot.gin'], [\n"
+        "    f'DATA_DIR={features!r}', f'NUM_STEPS={STEPS}', 'Trainer.eval_every=200',\n"
+        "    'classification_validation_evaluator.num_episodes=100',\n"
+        "    'classification_test_evaluator.num_episodes=300', 'Trainer.show_progress=False'])\n"
+        "trainer = Trainer(model_dir=os.path.join(work, 'run'))\n"
+        "trainer.train()\n"
+        "trainer.restore_best()\n"
+        "result = test_protocol(trainer.tasks)(trainer.learner)\n"
+        "reference = nearest_mean_accuracy(classification_test_evaluator(trainer.tasks))\n"
+        "print(f'CAVIA, prototype head: {100 * result.mean:.1f} +- {100 * result.ci95:.1f}%')\n"
+        "print(f'nearest class mean:    {100 * reference.mean:.1f} +- {100 * reference.ci95:.1f}%  (same episodes)')"
+    ),
+    new_markdown_cell(
+        "## Export with the encoder, and classify unseen alphabets\n\nThe served model "
+        "takes drawings as read (float32 [B, K, 105, 105, 1], 0..1): the encoder runs "
+        "inside the graph, then the learner adapts to the support drawings."
+    ),
+    new_code_cell(
+        "encoder = omniglot._frozen_encoder(work)\n"
+        "path = export_saved_model(trainer.learner, os.path.join(work, 'export'), featurizer=encoder,\n"
+        "                          input_shape=data.IMAGE_SHAPE)\n"
+        "serve = tf.saved_model.load(path).signatures['serving_default']\n"
+        "from serving.client import omniglot_episode\n"
+        "support_x, support_y, query_x, query_y = omniglot_episode(DATA_DIR, ways=5, shots=1, queries=2, seed=7)\n"
+        "answer = serve(support_x=tf.constant(support_x), support_y=tf.constant(support_y),\n"
+        "               query_x=tf.constant(query_x))\n"
+        "predicted = answer['classes'].numpy()[0]\n"
+        "print('predicted:', predicted, ' true:', query_y[0], f' {np.mean(predicted == query_y[0]):.0%} right')"
+    ),
+    new_code_cell(
+        "fig, axes = plt.subplots(2, 5, figsize=(9, 3.8))\n"
+        "for c in range(5):\n"
+        "    axes[0, c].imshow(support_x[0, c, :, :, 0], cmap='gray'); axes[0, c].set_title(f'class {c}', fontsize=8)\n"
+        "    axes[1, c].imshow(query_x[0, 2 * c, :, :, 0], cmap='gray')\n"
+        "    axes[1, c].set_title(f'predicted {predicted[2 * c]}', fontsize=8)\n"
+        "for ax in axes.ravel(): ax.axis('off')\n"
+        "axes[0, 0].set_ylabel('support'); plt.show()"
+    ),
+]
+
+
+def write(name: str, cells: list) -> str:
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = os.path.join(HERE, name)
+    nbformat.write(notebook, path)
+    ruff = os.path.join(os.path.dirname(sys.executable), "ruff")
+    subprocess.run([ruff, "format", "--quiet", path], check=True)  # as the repository is
+    return path
+
+
+def execute(path: str, parameters: dict | None = None, timeout: int = 900):
+    """Runs a notebook in place (its folder as the working directory), first replacing
+    its `parameters` cell's values with `parameters`."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    if parameters:
+        for cell in notebook.cells:
+            if "parameters" in cell.metadata.get("tags", []):
+                cell.source += "\n# injected\n" + "\n".join(
+                    f"{k} = {v!r}" for k, v in parameters.items()
+                )
+    NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": HERE}}
+    ).execute()
+    return notebook
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--execute", action="store_true", help="run them and keep the outputs")
+    args = parser.parse_args()
+    for name, cells in (("quickstart.ipynb", QUICKSTART), ("omniglot.ipynb", OMNIGLOT)):
+        path = write(name, cells)
+        if args.execute:
+            nbformat.write(execute(path), path)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
