@@ -1,10 +1,8 @@
 """Distributed meta-training on a CPU-only machine: 2 logical devices, 2 local workers."""
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,99 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
 from tolerances import assert_within_ulps
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
-
-
-def _free_port() -> int:
-    """A port free now; a worker binds it later, so another process may take it first:
-    _start_workers notices and starts again on other ports."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-#: What a worker prints when its port was taken between _free_port and its own bind.
-BIND_FAILED = "Could not start gRPC server"
-
-
-def _train_command(model_dir, *params):
-    return [
-        sys.executable,
-        "-m",
-        "viable_tf.cli.train",
-        "--gin_file=gin/sine/relviable_relu.gin",  # the mechanics, at the cheaper activation
-        "--gin_param=Trainer.show_progress=False",
-        "--gin_param=Trainer.figure_every=0",
-        "--gin_param=test_evaluator.num_tasks=100",
-        *(f"--gin_param={p}" for p in params),
-        f"--model_dir={model_dir}",
-    ]
-
-
-@contextlib.contextmanager
-def _workers(model_dir, *params, scratch=None):
-    """Two local workers, killed on the way out whatever happened."""
-    workers = _start_workers(model_dir, *params, scratch=scratch)
-    try:
-        yield workers
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-            worker.communicate()
-
-
-def _start_workers(model_dir, *params, scratch=None, attempts=3):
-    """Two local workers, each listening on its port; `scratch` is their TMPDIR (non-chief
-    checkpoints go there). TensorFlow's gRPC server cannot share a port (no SO_REUSEPORT)
-    nor take port 0 in a cluster spec, so the ports are picked free and, if another
-    process took one before a worker bound it, both workers start again on new ones."""
-    for _ in range(attempts):
-        ports = [_free_port(), _free_port()]
-        cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-        workers = []
-        for index in range(2):
-            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-            workers.append(
-                subprocess.Popen(
-                    _train_command(model_dir, "STRATEGY='multi_worker'", *params),
-                    cwd=REPO,
-                    env={
-                        **ENV,
-                        "TF_CONFIG": json.dumps(config),
-                        **({"TMPDIR": str(scratch)} if scratch else {}),
-                    },
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        deadline = time.monotonic() + 300
-        while not all(_listening(port) for port in ports):
-            codes = [worker.poll() for worker in workers]
-            if all(code == 0 for code in codes):  # done already: both had listened
-                return workers
-            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        else:
-            return workers
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-        errors = [worker.communicate()[1] for worker in workers]
-        if not any(BIND_FAILED in err for err in errors):
-            raise AssertionError(
-                "a worker stopped before both listened: " + "\n".join(e[-2000:] for e in errors)
-            )
-    raise AssertionError(f"no two free ports held for {attempts} attempts")
+from worker_harness import ENV, REPO, _train_command, _workers
 
 
 @pytest.fixture(scope="module")
@@ -167,38 +73,6 @@ def test_mirrored_meta_gradient_in_passes_equals_single_device(mirrored_checks):
 
 
 #: After 200 meta-updates the two runs' test MSEs agree within this relative tolerance.
-#: Each update agrees to a few ulps (above), but 200 Adam updates amplify those last
-#: bits: measured 1e-5 to 1.5e-4 relative on the three float paths of an AMD EPYC
-#: (docs/TESTING.md). Same seed means the same tasks and initial weights exactly, and
-#: the same run up to rounding, not bit for bit across float paths.
-TRAJECTORY_RTOL = 2e-3
-
-
-@pytest.mark.float_sensitive
-def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
-    """One random stream per seed: 200 meta-updates of seed 3, XLA-compiled on one device
-    and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE to rounding
-    amplified by training (TRAJECTORY_RTOL)."""
-    params = ("NUM_STEPS=200", "Trainer.eval_every=100", "SEED=3")
-    records = {}
-    for name, extra in (("single", ()), ("mirrored", ("STRATEGY='mirrored'", "LOGICAL_CPUS=2"))):
-        result = subprocess.run(
-            _train_command(tmp_path / name, *params, *extra),
-            cwd=REPO,
-            env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        records[name] = json.loads((tmp_path / name / "results.json").read_text())
-    assert records["single"]["replicas"] == 1 and records["mirrored"]["replicas"] == 2
-    assert records["mirrored"]["steps_trained"] == 200
-    single, mirrored = records["single"]["mean"], records["mirrored"]["mean"]
-    relative = abs(single - mirrored) / abs(single)
-    assert relative <= TRAJECTORY_RTOL, (single, mirrored, relative)
-
-
 @pytest.mark.float_sensitive
 def test_two_workers_give_the_single_device_update(tmp_path):
     single = subprocess.run(

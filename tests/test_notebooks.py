@@ -42,9 +42,9 @@ def test_the_committed_notebooks_carry_the_outputs_of_a_run():
 
 
 def test_the_quickstart_runs(tmp_path):
-    notebook = execute(os.path.join(REPO, "notebooks", "quickstart.ipynb"), {"STEPS": 600})
+    notebook = execute(os.path.join(REPO, "notebooks", "quickstart.ipynb"), {"STEPS": 300})
     text = _outputs(notebook)
-    assert "CAVIA: 600 meta-updates" in text and "relVIABLE: 600 meta-updates" in text
+    assert "CAVIA: 300 meta-updates" in text and "relVIABLE: 300 meta-updates" in text
     assert "relVIABLE  K = 10: MSE" in text
     assert "REST:" in text and "gRPC:" in text and "viable-serve stopped: 0" in text
     assert _images(notebook) == 1
@@ -53,7 +53,13 @@ def test_the_quickstart_runs(tmp_path):
 def test_the_omniglot_notebook_runs():
     notebook = execute(
         os.path.join(REPO, "notebooks", "omniglot.ipynb"),
-        {"DATA_DIR": DATA_DIR, "ENCODER_EPOCHS": 1, "STEPS": 100},
+        {
+            "DATA_DIR": DATA_DIR,
+            "ENCODER_EPOCHS": 1,
+            "STEPS": 50,
+            "VALIDATION_EPISODES": 20,
+            "TEST_EPISODES": 60,
+        },
     )
     text = _outputs(notebook)
     assert "CAVIA, prototype head:" in text and "nearest class mean:" in text
