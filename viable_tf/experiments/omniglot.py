@@ -345,15 +345,19 @@ def _main() -> int:
         wall_clock_seconds=round(time.perf_counter() - start, 1),
         command=" ".join(["viable-omniglot", *sys.argv[1:]]),
     )
+    write_summary(summary, args.work_dir, report(summary))
+    return 0
+
+
+def write_summary(summary: dict, work_dir: str, text: str) -> None:
+    """W/results.json and W/results.md (`text`), and the tables on the console."""
     from viable_tf.training.experiment import write_json
 
-    write_json(summary, os.path.join(args.work_dir, "results.json"))
-    text = report(summary)
-    with open(os.path.join(args.work_dir, "results.md"), "w") as f:
+    write_json(summary, os.path.join(work_dir, "results.json"))
+    with open(os.path.join(work_dir, "results.md"), "w") as f:
         f.write(text)
     print(text)
-    print(f"wall-clock: {summary['wall_clock_seconds'] / 60:.1f} min; results in {args.work_dir}")
-    return 0
+    print(f"wall-clock: {summary['wall_clock_seconds'] / 60:.1f} min; results in {work_dir}")
 
 
 def main() -> None:

@@ -126,13 +126,7 @@ def _main() -> int:
         wall_clock_seconds=round(time.perf_counter() - start, 1),
         command=" ".join(["python -m viable_tf.experiments.omniglot_conv", *sys.argv[1:]]),
     )
-    from viable_tf.training.experiment import write_json
-
-    write_json(summary, os.path.join(args.work_dir, "results.json"))
-    text = report(summary)
-    with open(os.path.join(args.work_dir, "results.md"), "w") as f:
-        f.write(text)
-    print(text)
+    omniglot.write_summary(summary, args.work_dir, report(summary))
     return 0
 
 
