@@ -213,7 +213,7 @@ OMNIGLOT = [
         "inside the graph, then the learner adapts to the support drawings."
     ),
     new_code_cell(
-        "encoder = omniglot._frozen_encoder(work)\n"
+        "encoder = omniglot.frozen_encoder(work)  # the frozen encoder of stage 1\n"
         "path = export_saved_model(trainer.learner, os.path.join(work, 'export'), featurizer=encoder,\n"
         "                          input_shape=data.IMAGE_SHAPE)\n"
         "serve = tf.saved_model.load(path).signatures['serving_default']\n"

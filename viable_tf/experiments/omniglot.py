@@ -51,7 +51,7 @@ LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
 LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in LABELS.items()})
 
 
-def _load(path: str) -> dict:
+def read_json(path: str) -> dict:
     with open(path) as f:
         return json.load(f)
 
@@ -65,7 +65,7 @@ def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) ->
     encoder_dir = os.path.join(work_dir, "encoder")
     info_path = os.path.join(encoder_dir, "encoder.json")
     if os.path.exists(info_path):
-        return _load(info_path)
+        return read_json(info_path)
     start = time.perf_counter()
     splits = omniglot.read_omniglot(data_dir)
     counts = {s: len(set(split.classes)) for s, split in splits.items()}
@@ -131,7 +131,7 @@ def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
 
 
 @functools.cache
-def _frozen_encoder(work_dir: str):
+def frozen_encoder(work_dir: str):
     """The encoder of stage 1, read once for all exports."""
     import keras
 
@@ -162,7 +162,7 @@ def export(work_dir: str, run: str) -> str:
             "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
         },
         model_name=run,
-        featurizer=_frozen_encoder(work_dir),
+        featurizer=frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
         warmup_inputs=functools.partial(_warmup_images, num_ways=loaded.tasks.num_ways),
     )
@@ -258,7 +258,19 @@ def report(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _names(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+def run_params(args: argparse.Namespace) -> list[str]:
+    """The gin bindings every run of a driver gets from its flags."""
+    return [
+        f"NUM_STEPS={args.num_steps}",
+        f"META_BATCH_SIZE={args.meta_batch_size}",
+        f"Trainer.eval_every={args.eval_every}",
+        f"classification_validation_evaluator.num_episodes={args.validation_episodes}",
+        f"classification_test_evaluator.num_episodes={args.test_episodes}",
+        *args.gin_param,
+    ]
+
+
+def parse_names(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     names = tuple(n for n in text.split(",") if n)
     unknown = [n for n in names if n not in allowed]
     if unknown or not names:
@@ -300,19 +312,12 @@ def _main() -> int:
     ):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
-    methods = _names("--methods", args.methods, tuple(LABELS))
-    settings = _names("--settings", args.settings, SETTINGS)
+    methods = parse_names("--methods", args.methods, tuple(LABELS))
+    settings = parse_names("--settings", args.settings, SETTINGS)
     start = time.perf_counter()
     encoder = prepare_features(data_dir, args.work_dir, epochs=args.encoder_epochs, seed=0)
     print(f"encoder: {encoder['final_train_accuracy']:.3f} train accuracy, {encoder['seconds']} s")
-    params = [
-        f"NUM_STEPS={args.num_steps}",
-        f"META_BATCH_SIZE={args.meta_batch_size}",
-        f"Trainer.eval_every={args.eval_every}",
-        f"classification_validation_evaluator.num_episodes={args.validation_episodes}",
-        f"classification_test_evaluator.num_episodes={args.test_episodes}",
-        *args.gin_param,
-    ]
+    params = run_params(args)
     from tqdm import tqdm
 
     runs = [f"{m}_{s}" for s in settings for m in methods]
@@ -324,7 +329,7 @@ def _main() -> int:
         if run.endswith("_5way5shot") and not args.no_sweep:
             sweep(args.work_dir, run, SWEEP_SHOTS)
             record["by_shots"] = {
-                str(k): _load(RunDir(model_dir).evaluation(k)) for k in SWEEP_SHOTS
+                str(k): read_json(RunDir(model_dir).evaluation(k)) for k in SWEEP_SHOTS
             }
         summary["runs"][run] = record
     if not args.no_export:

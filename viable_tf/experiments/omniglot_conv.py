@@ -41,7 +41,7 @@ def prepare_pixels(data_dir: str, work_dir: str) -> dict:
 
     info_path = os.path.join(work_dir, "features", "pixels.json")
     if os.path.exists(info_path):
-        return omniglot._load(info_path)
+        return omniglot.read_json(info_path)
     start = time.perf_counter()
     splits = data.read_omniglot(data_dir)
     strokes = data.OmniglotPreprocessing()
@@ -97,18 +97,11 @@ def _main() -> int:
     for flag in ("num_steps", "meta_batch_size", "eval_every", "validation_episodes"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
-    methods = omniglot._names("--methods", args.methods, METHODS)
-    settings = omniglot._names("--settings", args.settings, SETTINGS)
+    methods = omniglot.parse_names("--methods", args.methods, METHODS)
+    settings = omniglot.parse_names("--settings", args.settings, SETTINGS)
     start = time.perf_counter()
     pixels = prepare_pixels(args.data_dir, args.work_dir)
-    params = [
-        f"NUM_STEPS={args.num_steps}",
-        f"META_BATCH_SIZE={args.meta_batch_size}",
-        f"Trainer.eval_every={args.eval_every}",
-        f"classification_validation_evaluator.num_episodes={args.validation_episodes}",
-        f"classification_test_evaluator.num_episodes={args.test_episodes}",
-        *args.gin_param,
-    ]
+    params = omniglot.run_params(args)
     summary: dict = {"methods": list(methods), "settings": list(settings), "runs": {}}
     for setting in settings:
         for method in methods:
