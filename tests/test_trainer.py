@@ -39,7 +39,7 @@ def _trainer(model_dir, **kwargs):
 def test_checkpoint_holds_every_weight_and_optimizer_slot(tmp_path):
     trainer = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw))
     trainer.train()
-    values = checkpoint_values(trainer.manager.latest_checkpoint)
+    values = checkpoint_values(trainer.checkpoints.latest.latest_checkpoint)
     # theta, psi, two Adam moments each, iterations, learning rate; step + 4 early-stopping.
     assert len(values) == 3 * len(trainer.variables) + 2 + 5
     fresh = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw), seed=123)
@@ -111,13 +111,13 @@ def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path, 
 def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     good = _trainer(tmp_path, num_steps=100)
     good.train()
-    saved = checkpoint_values(good.manager.latest_checkpoint)
+    saved = checkpoint_values(good.checkpoints.latest.latest_checkpoint)
 
     exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, clip_value=None)
     with pytest.raises(NonFiniteLossError, match=r"at meta-update 10[1-9].*ckpt-100 is kept"):
         exploding.train()
-    assert exploding.manager.latest_checkpoint.endswith("ckpt-100")
-    after = checkpoint_values(exploding.manager.latest_checkpoint)
+    assert exploding.checkpoints.latest.latest_checkpoint.endswith("ckpt-100")
+    after = checkpoint_values(exploding.checkpoints.latest.latest_checkpoint)
     for name, value in saved.items():
         np.testing.assert_array_equal(after[name], value)
 

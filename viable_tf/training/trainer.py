@@ -179,7 +179,6 @@ class Trainer:
             chief=self.chief,
             keep=keep_checkpoints,
         )
-        self.manager = self.checkpoints.latest  # the latest state's writer
         self._figures: summaries.FigureWriter | None = None  # while train() runs
         self.summaries = summaries.TrainingSummaries(
             model_dir, chief=self.chief, metric=self.validate.metric
@@ -339,7 +338,7 @@ class Trainer:
         if self.chief and self.figure_every and step % self.figure_every == 0:
             # Computed now, drawn by the figure worker while training goes on.
             self._figures.submit(step, figures(self.tasks, self.learner))
-        self.manager.save(checkpoint_number=step)
+        self.checkpoints.latest.save(checkpoint_number=step)
         return result.mean
 
     def restore_best(self) -> int:
