@@ -85,8 +85,11 @@ def checkpoints(run_dir: str) -> dict:
 def export(export_base: str) -> dict:
     from tensorflow.core.protobuf import saved_model_pb2
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from serving.servable import Servable
+    sys.path.insert(0, os.getcwd())  # the measured checkout (fingerprint_run.sh cds there)
+    try:
+        from serving.servable import Servable
+    except ImportError:  # a checkout from before the serving split (issue 24)
+        from serving.models import Servable
 
     path = os.path.join(export_base, "1")
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
