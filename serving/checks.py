@@ -116,7 +116,8 @@ def check_inputs(
             if missing:
                 task, label = missing[0]
                 raise invalid(
-                    f"{sig.empty_class_message(signature.num_classes)}: class {label} has "
+                    f"{sig.empty_class_message(signature.num_classes, signature.every_class)}: "
+                    f"class {label} has "
                     f"none in task {task}"
                 )
     return inputs

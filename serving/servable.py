@@ -27,14 +27,14 @@ from viable_tf.export import signature as sig
 class Signature:
     """A signature's named inputs and outputs, as TensorSpecs; `num_classes` is N for a
     classifier (whose labels the server checks before the graph), None otherwise;
-    `every_class` says the model needs each class in each task's support set (a
-    prototype head)."""
+    `every_class` says why the model needs each class in each task's support set (a
+    prototype head, LEO), None where it does not."""
 
     name: str
     inputs: dict[str, tf.TensorSpec]
     outputs: dict[str, tf.TensorSpec]
     num_classes: int | None = None
-    every_class: bool = False
+    every_class: str | None = None
 
 
 def _flat_caller(function):
@@ -98,12 +98,14 @@ class Servable:
             with open(description_path) as f:
                 self.description = json.load(f)
         num_classes = _num_classes(self.description, signatures)
-        every_class = self.description.get("head") == "prototypes"
+        every_class = self.description.get("every_class")
+        if every_class is None and self.description.get("head") == "prototypes":
+            every_class = sig.PROTOTYPE_HEAD_REASON  # an export from before the key
         self.signatures = {
             key: dataclasses.replace(
                 s,
                 num_classes=num_classes if _labelled(s) else None,
-                every_class=every_class and _labelled(s),
+                every_class=every_class if _labelled(s) else None,
             )
             for key, s in signatures.items()
         }

@@ -49,6 +49,8 @@ LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
 }
 # The same methods with the prototype head (issue 22): gin/omniglot/<method>_proto_*.gin.
 LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in LABELS.items()})
+# LEO and VIABLE on LEO (issue 23): gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
+LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
 
 
 def read_json(path: str) -> dict:

@@ -147,13 +147,13 @@ class AdaptThenPredict(tf.Module):
                     message=sig.label_message(n),
                 )
             )
-            if getattr(self.learner, "head", "linear") == "prototypes":
+            if reason := self.learner.every_class_reason:
                 counts = prototypes.class_counts(support_y, support_mask, n)  # [B, N]
                 checks.append(
                     tf.debugging.assert_equal(
                         tf.reduce_all(counts > 0),
                         True,
-                        message=sig.empty_class_message(n),
+                        message=sig.empty_class_message(n, reason),
                     )
                 )
         with tf.control_dependencies(checks):
@@ -241,7 +241,7 @@ def warmup_requests(
         inputs = functools.partial(generic_warmup_inputs, module)
     records = []
     full, empty = 10, 0
-    if getattr(module.learner, "head", "linear") == "prototypes":
+    if module.learner.every_class_reason:
         full, empty = max(full, module.learner.output_dim), None
     for signature_name, k in (
         (sig.SERVING_DEFAULT, full),
@@ -309,6 +309,7 @@ def export_saved_model(
             "output_dim": learner.output_dim,
             "context_dim": getattr(learner, "context_dim", 0),
             "head": getattr(learner, "head", "linear"),
+            "every_class": learner.every_class_reason,
             "signatures": sorted(module.signatures()),
             **(metadata or {}),
         }

@@ -66,13 +66,15 @@ def label_message(num_classes: int) -> str:
     return f"support_y must hold class labels 0..{num_classes - 1}"
 
 
-def empty_class_message(num_classes: int) -> str:
-    """What a prototype-head classifier says of a task whose support set leaves a class
-    without a real point (its head starts at each class's support mean)."""
-    return (
-        f"support_y must hold a real support point of every class 0..{num_classes - 1} "
-        "(this model's output layer starts at each class's support mean)"
-    )
+#: Why an export made before the reason was written down needs every class.
+PROTOTYPE_HEAD_REASON = "this model's output layer starts at each class's support mean"
+
+
+def empty_class_message(num_classes: int, reason: str = PROTOTYPE_HEAD_REASON) -> str:
+    """What a classifier that needs every class in its support set (a prototype head,
+    LEO) says of a task whose support set leaves a class without a real point."""
+    classes = f"0..{num_classes - 1}"
+    return f"support_y must hold a real support point of every class {classes} ({reason})"
 
 
 def empty_classes(support_y: np.ndarray, support_mask: np.ndarray | None, num_classes: int):

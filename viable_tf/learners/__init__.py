@@ -2,12 +2,15 @@
 
 from viable_tf.learners.base import Learner
 from viable_tf.learners.cavia import CAVIA
+from viable_tf.learners.leo import LEO, LEOVIABLE
 from viable_tf.learners.maml import MAML
 from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
 from viable_tf.learners.viable import MAMLVIABLE, VIABLE
 
 __all__ = [
     "CAVIA",
+    "LEO",
+    "LEOVIABLE",
     "MAML",
     "MAMLVIABLE",
     "VIABLE",

@@ -62,6 +62,14 @@ class Learner(keras.layers.Layer, abc.ABC):
         self.task_loss = get_task_loss(task_loss)  # L_T, per point
 
     @property
+    def every_class_reason(self) -> str | None:
+        """Why the learner needs a real support point of every class in a task, or None
+        where it does not (an export then refuses a support set that leaves one out)."""
+        if getattr(self, "head", "linear") == "prototypes":
+            return "this model's output layer starts at each class's support mean"
+        return None
+
+    @property
     def is_classifier(self) -> bool:
         """Cross-entropy on N logits with integer labels, rather than regression."""
         return self.task_loss_name == "cross_entropy"

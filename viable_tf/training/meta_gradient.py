@@ -97,3 +97,11 @@ def clip_elementwise(grads, clip_value: float | None) -> list[tf.Tensor]:
     if clip_value is None:
         return grads
     return [tf.clip_by_value(g, -clip_value, clip_value) for g in grads]
+
+
+def clip_each_norm(grads, clip_norm: float | None) -> list[tf.Tensor]:
+    """Each gradient tensor scaled down to l2 norm at most `clip_norm` (None: unchanged),
+    after `clip_elementwise`, as LEO's public code does."""
+    if clip_norm is None:
+        return grads
+    return [tf.clip_by_norm(g, clip_norm) for g in grads]

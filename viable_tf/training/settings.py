@@ -18,6 +18,7 @@ def check_settings(
     draw_ahead: int | None,
     tasks_per_pass: int | None,
     clip_value: float | None,
+    clip_norm: float | None = None,
 ) -> None:
     """Raises ValueError naming the first setting out of its range."""
     for name, value in (
@@ -37,6 +38,8 @@ def check_settings(
         raise ValueError(f"Trainer.tasks_per_pass must be >= 1 or None, got {tasks_per_pass}")
     if clip_value is not None and not clip_value > 0:
         raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
+    if clip_norm is not None and not clip_norm > 0:
+        raise ValueError(f"Trainer.clip_norm must be > 0 or None, got {clip_norm}")
 
 
 def check_replicas(replicas: int, meta_batch_size: int, tasks_per_pass: int | None) -> None:

@@ -44,6 +44,7 @@ from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
 from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 from viable_tf.training.meta_gradient import (
+    clip_each_norm,
     clip_elementwise,
     gradients_in_passes,
     replica_gradients,
@@ -76,6 +77,8 @@ class Trainer:
         `lr_decay_steps` meta-updates (staircase).
       clip_value: meta-gradients are clipped elementwise to [-clip_value,
         clip_value], as in the public CAVIA code; None disables clipping.
+      clip_norm: then each gradient tensor to l2 norm <= clip_norm, as in LEO's public
+        code; None (the default) does not.
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function (at most;
@@ -109,6 +112,7 @@ class Trainer:
         lr_decay_steps: int = 5_000,
         lr_decay_rate: float = 0.9,
         clip_value: float | None = 10.0,
+        clip_norm: float | None = None,
         eval_every: int = 500,
         patience: int | None = None,
         steps_per_call: int = 500,
@@ -132,6 +136,7 @@ class Trainer:
             draw_ahead=draw_ahead,
             tasks_per_pass=tasks_per_pass,
             clip_value=clip_value,
+            clip_norm=clip_norm,
         )
         self.strategy = strategy or tf.distribute.get_strategy()
         self.chief = is_chief(self.strategy)
@@ -144,6 +149,7 @@ class Trainer:
         self.meta_batch_size = meta_batch_size  # B
         self.seed = seed
         self.clip_value = clip_value
+        self.clip_norm = clip_norm
         self.eval_every = eval_every
         self.steps_per_call = steps_per_call
         self.summary_every = summary_every
@@ -212,7 +218,8 @@ class Trainer:
         )
         loss, inner, grads = sum_over_replicas(self.strategy, share, batch, self.variables)
         # Clipped after the sum, as on one device.
-        return loss, inner, clip_elementwise(grads, self.clip_value)
+        grads = clip_each_norm(clip_elementwise(grads, self.clip_value), self.clip_norm)
+        return loss, inner, grads
 
     def _meta_update(self, batch: TaskBatch) -> tuple[tf.Tensor, tf.Tensor]:
         """One meta-update on `batch`; returns (loss, inner loss)."""

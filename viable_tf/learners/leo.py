@@ -1,0 +1,398 @@
+"""LEO, Latent Embedding Optimization (Rusu et al., ICLR 2019), behind the learner
+contract, and VIABLE on LEO (`LEOVIABLE`), the extension the VIABLE paper names.
+
+Written from the paper and read against its public code (google-deepmind/leo, TF 1.12);
+the same computation in TensorFlow 2 / Keras 3, float32. Per task, with support
+embeddings x_j [D], labels y_j in 0..N-1 and L latents:
+
+    h_j   = dropout(x_j) W_enc                              (encoder, [D, L], no bias)
+    r_j   = mean_k g([h_j; h_k])                            (relation net over the ordered
+                                                             pairs of real support points:
+                                                             3 layers of 2L, ReLU between,
+                                                             no biases)
+    mu_c, s_c = mean of r_j over class c's real points      (a Gaussian over z_c [L])
+    z_c   ~ N(mu_c, sigma(s_c)),   sigma(s) = max(exp(s) - 1, 1e-10)
+    w_c   ~ N(m_c, sigma'(u_c)),   [m_c; u_c] = z_c W_dec   (decoder, [L, 2D], no bias;
+                                                             sigma' offset by the Glorot
+                                                             scale sqrt(2 / (N + D)))
+    logit_c(x) = dropout(x) . w_c
+
+Inner loop: `num_latent_steps` steps z <- z - alpha_z * dL/dz (alpha_z [L] meta-learned;
+the weights re-decoded from z at every step), then `num_finetuning_steps` steps
+w <- w - alpha_w * dL/dw (alpha_w [D] meta-learned). L is the support cross-entropy
+*summed* over the real points, as the public code's gradient of its per-point losses.
+Outer objective per meta-batch: mean over tasks of (query cross-entropy + beta KL +
+gamma ||stop_grad(z_final) - z_0||^2) + lambda_1 l2 + lambda_2 orthogonality, with
+KL = mean_{c, l} [log q(z_c) - log N(z_c; 0, 1)] at the sampled z, the encoder penalty
+a mean over classes and latents, l2 = sum of ||W||^2 / 2 over the encoder, relation and
+decoder kernels, and the orthogonality penalty the mean squared difference between the
+decoder rows' correlation matrix and I.
+
+Samples versus means, as the public code: `meta_loss` (meta-training) samples z and w,
+with dropout on every use of the embeddings; `adapt` and `predict` (validation, test,
+export, serving) take the means and no dropout, so a served answer is deterministic.
+Where the public code draws K weight samples per class (one per support point) and
+averages their logits, one sample per class is drawn here. The training noise is a pure
+function of the meta-batch it is drawn for (`batch_seed`): a resumed or XLA-compiled run
+draws the same.
+
+A class with no real support point has no code: its logit is EMPTY_CLASS_BIAS (never
+predicted); an export refuses such a request (`every_class_reason`).
+
+Shape legend: B tasks, K support (padded), Q query, D embedding, N way, L latents.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from viable_tf.configurable import keras_configurable
+from viable_tf.learners.base import Learner, State
+from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
+from viable_tf.learners.viable import LearnedInnerLoss
+from viable_tf.ops import RNG_ALG, masked_mean
+from viable_tf.ops import uniform as stateless_uniform
+from viable_tf.tasks.base import TaskBatch
+
+#: sigma(s) = max(exp(s) - 1 + offset, MIN_STDDEV), as the public code.
+MIN_STDDEV = 1e-10
+_PRIME = 65521  # the largest prime below 2^16: keeps the seed's sums inside int64
+
+
+def batch_seed(batch: TaskBatch) -> tf.Tensor:
+    """A stateless seed [2] that is a pure function of a meta-batch's real points: the
+    same for the same tasks (whatever the padding holds), another for other tasks."""
+
+    def digest(x: tf.Tensor, labels: tf.Tensor | None, mask: tf.Tensor | None) -> tf.Tensor:
+        bits = tf.bitwise.bitwise_and(tf.bitcast(x, tf.int32), 0x7FFFFFFF) % _PRIME
+        position = tf.range(tf.shape(x)[-1], dtype=tf.int64) % _PRIME + 1
+        point = tf.reduce_sum(tf.cast(bits, tf.int64) * position, axis=-1) % _PRIME  # [B, P]
+        if labels is not None:
+            point = point * (tf.cast(labels, tf.int64) % _PRIME + 1)
+        if mask is not None:
+            point = tf.where(mask, point, tf.zeros_like(point))
+        return tf.reduce_sum(point)
+
+    support = digest(batch.support_x, batch.support_y, batch.support_mask)
+    return tf.stack([support, digest(batch.query_x, None, None)])
+
+
+class _Noise:
+    """The training noise of one meta-update: an independent seed for every draw."""
+
+    def __init__(self, seed: tf.Tensor) -> None:
+        self.seed = seed
+        self.draws = 0
+
+    def next_seed(self) -> tf.Tensor:
+        self.draws += 1
+        return tf.random.experimental.stateless_fold_in(self.seed, self.draws, alg=RNG_ALG)
+
+    def normal(self, shape) -> tf.Tensor:
+        """Standard normal draws by Box-Muller from `ops.uniform` (TensorFlow's own
+        stateless normal draws other numbers under XLA, even with Philox)."""
+        radius = tf.sqrt(-2.0 * tf.math.log(1.0 - stateless_uniform(shape, self.next_seed())))
+        return radius * tf.cos(2.0 * math.pi * stateless_uniform(shape, self.next_seed()))
+
+    def dropout(self, x: tf.Tensor, rate: float) -> tf.Tensor:
+        if rate == 0.0:
+            return x
+        keep = stateless_uniform(tf.shape(x), self.next_seed()) >= rate
+        return tf.where(keep, x / (1.0 - rate), tf.zeros_like(x))
+
+
+def _check(name: str, value, low, *, inclusive: bool = True) -> None:
+    if not (value >= low if inclusive else value > low):
+        raise ValueError(f"LEO.{name} must be {'>=' if inclusive else '>'} {low}, got {value}")
+
+
+@keras_configurable
+class LEO(Learner):
+    """LEO: meta-learned encoder, relation network and decoder; adapts latent codes, then
+    the decoded classifier weights. The adapted state is [weights [B, N, D], class bias
+    [B, N]] (0 for a class with support points, EMPTY_CLASS_BIAS for one without)."""
+
+    method_name = "leo"
+    every_class_reason = "this model decodes each class's weights from its support points"
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        num_latents: int = 64,
+        num_latent_steps: int = 5,
+        num_finetuning_steps: int = 5,
+        inner_lr: float = 1.0,
+        finetuning_lr: float = 0.001,
+        dropout_rate: float = 0.5,
+        kl_weight: float = 1e-3,
+        encoder_penalty_weight: float = 1e-9,
+        l2_penalty_weight: float = 1e-8,
+        orthogonality_penalty_weight: float = 1e-3,
+        first_order: bool = False,
+        task_loss: str = "cross_entropy",
+        **kwargs,
+    ) -> None:
+        _check("num_latents", num_latents, 1)
+        _check("num_latent_steps", num_latent_steps, 0)
+        _check("num_finetuning_steps", num_finetuning_steps, 0)
+        _check("finetuning_lr", finetuning_lr, 0, inclusive=False)
+        for name, value in (
+            ("kl_weight", kl_weight),
+            ("encoder_penalty_weight", encoder_penalty_weight),
+            ("l2_penalty_weight", l2_penalty_weight),
+            ("orthogonality_penalty_weight", orthogonality_penalty_weight),
+            ("dropout_rate", dropout_rate),
+        ):
+            _check(name, value, 0)
+        if not dropout_rate < 1:
+            raise ValueError(f"LEO.dropout_rate must be < 1, got {dropout_rate}")
+        if task_loss != "cross_entropy":
+            raise ValueError(
+                f"LEO is a classifier: task_loss must be 'cross_entropy', got {task_loss!r}"
+            )
+        super().__init__(
+            input_dim=input_dim,
+            output_dim=output_dim,
+            num_inner_steps=num_latent_steps + num_finetuning_steps,
+            inner_lr=inner_lr,
+            first_order=first_order,
+            task_loss=task_loss,
+            **kwargs,
+        )
+        self.num_latents = num_latents  # L
+        self.num_latent_steps = num_latent_steps
+        self.num_finetuning_steps = num_finetuning_steps
+        self.finetuning_lr = float(finetuning_lr)
+        self.dropout_rate = float(dropout_rate)
+        self.kl_weight = float(kl_weight)  # beta
+        self.encoder_penalty_weight = float(encoder_penalty_weight)  # gamma
+        self.l2_penalty_weight = float(l2_penalty_weight)  # lambda_1
+        self.orthogonality_penalty_weight = float(orthogonality_penalty_weight)  # lambda_2
+        latents, width = num_latents, 2 * num_latents
+
+        def kernel(shape, name):
+            return self.add_weight(
+                shape=shape, initializer=keras.initializers.GlorotUniform(), name=name
+            )
+
+        # Attributes, not a list, so that tf.train.Checkpoint tracks them.
+        self.encoder_kernel = kernel((input_dim, latents), "encoder")
+        self.relation_0 = kernel((width, width), "relation_0")  # on [h_j; h_k]
+        self.relation_1 = kernel((width, width), "relation_1")
+        self.relation_2 = kernel((width, width), "relation_2")
+        self.decoder_kernel = kernel((latents, 2 * input_dim), "decoder")
+        self.latent_lr = self.add_weight(
+            shape=(latents,), initializer=keras.initializers.Constant(inner_lr), name="latent_lr"
+        )  # alpha_z
+        self.finetuning_lr_weights = self.add_weight(
+            shape=(input_dim,),
+            initializer=keras.initializers.Constant(finetuning_lr),
+            name="finetuning_lr",
+        )  # alpha_w
+        self._noise: _Noise | None = None  # set while meta_loss runs (meta-training)
+
+    @property
+    def kernels(self) -> list:
+        """The weights the l2 penalty covers (not the learning rates)."""
+        return [
+            self.encoder_kernel,
+            self.relation_0,
+            self.relation_1,
+            self.relation_2,
+            self.decoder_kernel,
+        ]
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {
+            **super().hparams(),
+            "num_latents": self.num_latents,
+            "latent_steps": self.num_latent_steps,
+            "finetuning_steps": self.num_finetuning_steps,
+            "finetuning_lr": self.finetuning_lr,
+            "dropout_rate": self.dropout_rate,
+            "kl_weight": self.kl_weight,
+            "encoder_penalty_weight": self.encoder_penalty_weight,
+            "l2_penalty_weight": self.l2_penalty_weight,
+            "orthogonality_penalty_weight": self.orthogonality_penalty_weight,
+        }
+
+    # -- the model -----------------------------------------------------------------
+
+    def _dropout(self, x: tf.Tensor) -> tf.Tensor:
+        return x if self._noise is None else self._noise.dropout(x, self.dropout_rate)
+
+    def relation(self, codes: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """codes [B, K, L], mask [B, K] -> r_j = mean over real k of g([h_j; h_k]),
+        [B, K, 2L]. The first layer is computed per point: [h_j; h_k] W = h_j W_a + h_k W_b."""
+        latents = self.num_latents
+        first = tf.matmul(codes, self.relation_0[:latents])  # [B, K, 2L]
+        second = tf.matmul(codes, self.relation_0[latents:])
+        hidden = tf.nn.relu(first[:, :, None, :] + second[:, None, :, :])  # [B, K, K, 2L]
+        hidden = tf.nn.relu(tf.matmul(hidden, self.relation_1))
+        pairs = tf.matmul(hidden, self.relation_2)  # [B, K, K, 2L], last layer linear
+        pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
+        return masked_mean(pairs, pair_mask[..., None], axis=2)
+
+    def encode(self, support_x, support_y, support_mask):
+        """The support set -> (the codes' Gaussian per class: mean, s [B, N, L]; real
+        points per class [B, N])."""
+        x = tf.where(support_mask[..., None], support_x, tf.zeros_like(support_x))
+        codes = tf.matmul(self._dropout(x), self.encoder_kernel)  # [B, K, L]
+        per_point = self.relation(codes, support_mask)  # [B, K, 2L]
+        real = tf.cast(support_mask, per_point.dtype)
+        members = tf.one_hot(support_y, self.output_dim) * real[..., None]  # [B, K, N]
+        counts = tf.reduce_sum(members, axis=1)  # [B, N]
+        per_point = tf.where(support_mask[..., None], per_point, tf.zeros_like(per_point))
+        params = tf.einsum("bkn,bkc->bnc", members, per_point) / tf.maximum(counts, 1.0)[..., None]
+        mean, s = tf.split(params, 2, axis=-1)
+        return mean, s, counts
+
+    def _sample(self, mean, s, offset: float):
+        """z ~ N(mean, sigma(s)) while meta-training, else the mean; and log q(z) - log
+        N(z; 0, 1) elementwise (zero when not sampled)."""
+        if self._noise is None:
+            return mean, tf.zeros_like(mean)
+        stddev = tf.maximum(tf.exp(s) - (1.0 - offset), MIN_STDDEV)
+        eps = self._noise.normal(tf.shape(mean))
+        z = mean + stddev * eps
+        log_ratio = -tf.math.log(stddev) - 0.5 * tf.square(eps) + 0.5 * tf.square(z)
+        return z, log_ratio
+
+    def decode(self, latents: tf.Tensor) -> tf.Tensor:
+        """Codes [B, N, L] -> classifier weights [B, N, D] (sampled while meta-training)."""
+        mean, s = tf.split(tf.matmul(latents, self.decoder_kernel), 2, axis=-1)
+        glorot = math.sqrt(2.0 / (self.output_dim + self.input_dim))
+        weights, _ = self._sample(mean, s, offset=glorot)
+        return weights
+
+    def initial_state(self, batch_size: tf.Tensor) -> State:
+        """No support set: no class has a code, every class is empty (uniform)."""
+        weights = tf.zeros(tf.stack([batch_size, self.output_dim, self.input_dim]))
+        return [weights, tf.fill(tf.stack([batch_size, self.output_dim]), EMPTY_CLASS_BIAS)]
+
+    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+        weights, class_bias = state
+        return tf.einsum("bpd,bnd->bpn", self._dropout(x), weights) + class_bias[:, None, :]
+
+    # -- the inner loop --------------------------------------------------------------
+
+    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        """The task loss summed over each task's real support points [B] (the public
+        code differentiates its per-point losses, i.e. their sum)."""
+        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
+        return self.support_loss(state, support_x, support_y, support_mask) * count
+
+    def latent_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        """The loss of the latent-space steps [B]."""
+        return self.inner_loss(state, support_x, support_y, support_mask)
+
+    def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        """The loss of the fine-tuning steps [B]: the task loss."""
+        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
+
+    def _step(self, value, loss_fn, lr):
+        with tf.GradientTape() as tape:
+            tape.watch(value)
+            loss = loss_fn(value)  # [B]
+            total = tf.reduce_sum(loss)  # tasks are independent
+        return value - lr * self._inner_gradient(tape.gradient(total, value)), loss
+
+    def _adapt(self, support_x, support_y, support_mask):
+        """(state, inner losses [S, B], KL [B], encoder penalty [B])."""
+        support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
+        support = (support_x, support_y, support_mask)
+        mean, s, counts = self.encode(*support)
+        real_class = counts > 0  # [B, N]
+        class_bias = tf.where(real_class, tf.zeros_like(counts), EMPTY_CLASS_BIAS)
+        start, log_ratio = self._sample(mean, s, offset=0.0)
+        kl = masked_mean(tf.reduce_mean(log_ratio, axis=-1), real_class, axis=1)  # [B]
+        losses = []
+        latents = start
+        for _ in range(self.num_latent_steps):
+            latents, loss = self._step(
+                latents,
+                lambda z: self.latent_loss([self.decode(z), class_bias], *support),
+                self.latent_lr,
+            )
+            losses.append(loss)
+        weights = self.decode(latents)
+        for _ in range(self.num_finetuning_steps):
+            weights, loss = self._step(
+                weights,
+                lambda w: self.finetuning_loss([w, class_bias], *support),
+                self.finetuning_lr_weights,
+            )
+            losses.append(loss)
+        moved = tf.reduce_mean(tf.square(tf.stop_gradient(latents) - start), axis=-1)
+        penalty = masked_mean(moved, real_class, axis=1)  # [B]
+        stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
+        return [weights, class_bias], stacked, kl, penalty
+
+    def adapt(self, support_x, support_y, support_mask, *, return_inner_losses=False):
+        state, losses, _, _ = self._adapt(support_x, support_y, support_mask)
+        return (state, losses) if return_inner_losses else state
+
+    # -- the outer objective ---------------------------------------------------------
+
+    def l2_penalty(self) -> tf.Tensor:
+        """sum over the encoder, relation and decoder kernels of ||W||^2 / 2."""
+        return tf.add_n([tf.nn.l2_loss(w) for w in self.kernels])
+
+    def orthogonality_penalty(self) -> tf.Tensor:
+        """Mean squared difference between the decoder rows' correlation matrix and I."""
+        w = self.decoder_kernel  # [L, 2D]
+        norms = tf.norm(w, axis=1, keepdims=True) + 1e-32
+        correlation = tf.matmul(w, w, transpose_b=True) / tf.matmul(norms, norms, transpose_b=True)
+        return tf.reduce_mean(tf.square(correlation - tf.eye(self.num_latents)))
+
+    def meta_loss(self, batch: TaskBatch) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        self._noise = _Noise(batch_seed(batch))
+        try:
+            state, losses, kl, penalty = self._adapt(
+                batch.support_x, batch.support_y, batch.support_mask
+            )
+            query = self.query_loss(batch, state)  # [B], with dropout
+        finally:
+            self._noise = None
+        per_task = query + self.kl_weight * kl + self.encoder_penalty_weight * penalty
+        regularisers = (
+            self.l2_penalty_weight * self.l2_penalty()
+            + self.orthogonality_penalty_weight * self.orthogonality_penalty()
+        )
+        metrics = {"kl": tf.reduce_mean(kl), "encoder_penalty": tf.reduce_mean(penalty)}
+        if self.num_inner_steps:
+            metrics["inner_loss_pre"] = tf.reduce_mean(losses[0])
+        return tf.reduce_mean(per_task) + regularisers, metrics
+
+
+@keras_configurable
+class LEOVIABLE(LearnedInnerLoss, LEO):
+    """LEO whose latent-space steps (and, with `learned_finetuning`, its fine-tuning steps)
+    descend a learned loss network, meta-learned with the rest from the same outer
+    objective. The learned loss is scaled by the number of real support points, so that
+    it takes the place of LEO's summed task loss at the same learning rates."""
+
+    def __init__(self, *, learned_finetuning: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.learned_finetuning = learned_finetuning
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
+
+    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
+        return super().inner_loss(state, support_x, support_y, support_mask) * count
+
+    def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        if self.learned_finetuning:
+            return self.inner_loss(state, support_x, support_y, support_mask)
+        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {**super().hparams(), "learned_finetuning": self.learned_finetuning}
