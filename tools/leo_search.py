@@ -1,0 +1,96 @@
+"""LEO's weights for the Omniglot features, searched on meta-validation only (issue 23).
+
+    .venv/bin/python tools/leo_search.py --features W/features --work_dir runs/leo_search \
+        [--points 12] [--num_steps 5000] [--setting 20way1shot] [--jobs 2]
+
+Draws `points` settings at random (seed 0) from the grid below, trains LEO on each from
+gin/omniglot/leo_<setting>.gin through viable-train (one thread each, `jobs` at a time),
+and prints a Markdown table sorted by the best meta-validation accuracy. Test episodes
+are not looked at: each run's test evaluation is cut to 10 episodes and not reported.
+Rerun to resume: a finished point is read back, not trained again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+
+GRID = {
+    "OUTER_LR": (1e-4, 3e-4, 1e-3),
+    "KL_WEIGHT": (1e-3, 0.1, 0.75),
+    "DROPOUT_RATE": (0.0, 0.3, 0.5),
+    "ORTHOGONALITY_PENALTY_WEIGHT": (1e-3, 0.19),
+    "ENCODER_PENALTY_WEIGHT": (1e-9, 5.8e-6),
+}
+
+
+def points(count: int) -> list[dict]:
+    every = [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
+    return random.Random(0).sample(every, count)
+
+
+def name(point: dict) -> str:
+    return "_".join(f"{key.split('_')[0].lower()}{value:g}" for key, value in point.items())
+
+
+def train(point: dict, args: argparse.Namespace) -> dict:
+    model_dir = os.path.join(args.work_dir, name(point))
+    results = os.path.join(model_dir, "results.json")
+    if not os.path.exists(results):
+        command = [
+            os.path.join(os.path.dirname(sys.executable), "viable-train"),
+            f"--gin_file=omniglot/leo_{args.setting}.gin",
+            f"--gin_param=DATA_DIR={args.features!r}",
+            f"--gin_param=NUM_STEPS={args.num_steps}",
+            "--gin_param=META_BATCH_SIZE=4",
+            "--gin_param=Trainer.eval_every=500",
+            "--gin_param=Trainer.show_progress=False",
+            "--gin_param=classification_validation_evaluator.num_episodes=200",
+            "--gin_param=classification_test_evaluator.num_episodes=10",
+            *(f"--gin_param={key}={value!r}" for key, value in point.items()),
+            f"--model_dir={model_dir}",
+        ]
+        env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "search.log"), "w") as log:
+            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+    with open(results) as f:
+        record = json.load(f)
+    return {
+        **point,
+        "validation": record["best_validation_accuracy"],
+        "best_at": record["checkpoint_step"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--features", required=True, help="viable-omniglot's W/features")
+    parser.add_argument("--work_dir", required=True)
+    parser.add_argument("--points", type=int, default=12)
+    parser.add_argument("--num_steps", type=int, default=5000)
+    parser.add_argument("--setting", default="20way1shot")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(lambda p: train(p, args), points(args.points)))
+    rows.sort(key=lambda row: -row["validation"])
+    print(f"LEO, omniglot {args.setting}, {args.num_steps} meta-updates, B = 4; "
+          "best meta-validation accuracy (200 episodes)\n")  # fmt: skip
+    print("| " + " | ".join([*GRID, "validation (%)", "best at"]) + " |")
+    print("|" + "---:|" * (len(GRID) + 2))
+    for row in rows:
+        cells = [f"{row[key]:g}" for key in GRID]
+        cells += [f"{100 * row['validation']:.1f}", str(row["best_at"])]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
