@@ -42,7 +42,8 @@ def name(point: dict) -> str:
 def train(point: dict, args: argparse.Namespace) -> dict:
     model_dir = os.path.join(args.work_dir, name(point))
     results = os.path.join(model_dir, "results.json")
-    if not os.path.exists(results):
+    log_path = os.path.join(model_dir, "search.log")
+    if not os.path.exists(results) and not _diverged(log_path):
         command = [
             os.path.join(os.path.dirname(sys.executable), "viable-train"),
             f"--gin_file=omniglot/leo_{args.setting}.gin",
@@ -59,8 +60,10 @@ def train(point: dict, args: argparse.Namespace) -> dict:
         env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         os.makedirs(model_dir, exist_ok=True)
-        with open(os.path.join(model_dir, "search.log"), "w") as log:
-            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+        with open(log_path, "w") as log:
+            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if _diverged(log_path):  # a point where LEO's meta-loss became NaN: a search outcome
+        return {**point, "validation": float("nan"), "best_at": "diverged"}
     with open(results) as f:
         record = json.load(f)
     return {
@@ -68,6 +71,13 @@ def train(point: dict, args: argparse.Namespace) -> dict:
         "validation": record["best_validation_accuracy"],
         "best_at": record["checkpoint_step"],
     }
+
+
+def _diverged(log_path: str) -> bool:
+    if not os.path.exists(log_path):
+        return False
+    with open(log_path) as f:
+        return "meta-loss is not finite" in f.read()
 
 
 def main() -> None:
@@ -81,14 +91,15 @@ def main() -> None:
     args = parser.parse_args()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda p: train(p, args), points(args.points)))
-    rows.sort(key=lambda row: -row["validation"])
+    rows.sort(key=lambda row: -row["validation"] if row["validation"] == row["validation"] else 1)
     print(f"LEO, omniglot {args.setting}, {args.num_steps} meta-updates, B = 4; "
           "best meta-validation accuracy (200 episodes)\n")  # fmt: skip
     print("| " + " | ".join([*GRID, "validation (%)", "best at"]) + " |")
     print("|" + "---:|" * (len(GRID) + 2))
     for row in rows:
         cells = [f"{row[key]:g}" for key in GRID]
-        cells += [f"{100 * row['validation']:.1f}", str(row["best_at"])]
+        accuracy = "NaN loss" if row["best_at"] == "diverged" else f"{100 * row['validation']:.1f}"
+        cells += [accuracy, str(row["best_at"])]
         print("| " + " | ".join(cells) + " |")
 
 
