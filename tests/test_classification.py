@@ -144,9 +144,7 @@ PROTOTYPE_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if "_proto_" in c]
 
 
 def test_every_method_and_shot_has_a_config():
-    names = {
-        os.path.relpath(c, "gin") for c in ALL_CLASSIFICATION_CONFIGS if c not in LEO_CONFIGS
-    }
+    names = {os.path.relpath(c, "gin") for c in ALL_CLASSIFICATION_CONFIGS if c not in LEO_CONFIGS}
     for dataset in ("mini_imagenet", "omniglot"):
         for method in ("cavia", "maml", "simviable", "relviable"):
             for shots in (1, 5):

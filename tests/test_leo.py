@@ -453,3 +453,46 @@ def test_export_serves_leo_and_refuses_an_empty_class(tmp_path):
     finally:
         client.close()
         running.stop()
+
+
+# -- the public code's guard against a NaN meta-gradient -----------------------------------
+
+
+class _SometimesNaN(LEO):
+    """LEO whose meta-loss is NaN on every other meta-batch (by the batch's seed)."""
+
+    def meta_loss(self, batch):
+        loss, metrics = super().meta_loss(batch)
+        return tf.where(batch_seed(batch)[0] % 2 == 0, np.nan, loss), metrics
+
+
+@pytest.mark.parametrize("fall_back", [True, False])
+def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, config_data, tmp_path):
+    from viable_tf.tasks.classification import FewShotEpisodes
+
+    tasks = FewShotEpisodes(
+        data_dir=config_data[64], config="omniglot_center", num_ways=N, num_shots=1, num_queries=2
+    )
+    keras.utils.set_random_seed(0)
+    trainer = Trainer(
+        model_dir=str(tmp_path),
+        tasks=tasks,
+        learner=lambda **kw: _SometimesNaN(num_latents=8, num_latent_steps=1, **kw),
+        meta_batch_size=2,
+        steps_per_call=12,
+        summary_every=4,
+        jit_compile=False,
+        fall_back_on_nonfinite=fall_back,
+        show_progress=False,
+    )
+    before = [v.numpy() for v in trainer.variables]
+    ran, loss_sums, _, counts, _, first_bad = trainer.train_chunk(tf.constant(12))
+    if not fall_back:
+        assert int(first_bad) >= 0 and int(ran) == int(first_bad) + 1
+        return
+    fallbacks = int(trainer.fallback_updates.numpy())
+    assert int(ran) == 12 and int(first_bad) == -1 and 0 < fallbacks < 12
+    assert np.all(np.isfinite(loss_sums.numpy())) and counts.numpy().sum() == 12
+    after = dict(zip([v.path for v in trainer.variables], (v.numpy() for v in trainer.variables)))
+    assert all(np.all(np.isfinite(value)) for value in after.values())
+    assert not np.array_equal(after[trainer.learner.decoder_kernel.path], before[4])

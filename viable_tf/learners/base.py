@@ -161,6 +161,11 @@ class Learner(keras.layers.Layer, abc.ABC):
             return state, stacked
         return state
 
+    def fallback_gradients(self, variables) -> list[tf.Tensor]:
+        """The update a trainer with `fall_back_on_nonfinite` applies in place of a
+        non-finite meta-gradient: none (zeros), unless a learner says otherwise."""
+        return [tf.zeros_like(v) for v in variables]
+
     def _inner_gradient(self, grad: tf.Tensor) -> tf.Tensor:
         return tf.stop_gradient(grad) if self.first_order else grad
 

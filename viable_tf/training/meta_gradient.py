@@ -105,3 +105,21 @@ def clip_each_norm(grads, clip_norm: float | None) -> list[tf.Tensor]:
     if clip_norm is None:
         return grads
     return [tf.clip_by_norm(g, clip_norm) for g in grads]
+
+
+def fall_back_where_nonfinite(loss, inner, grads, fallback):
+    """LEO's guard (its public code's `grads_and_vars`): where the meta-loss or any
+    gradient is not finite, the update takes `fallback` (the learner's
+    `fallback_gradients`) and the losses count as 0. Returns (loss, inner, gradients,
+    1.0 for a finite update or 0.0)."""
+    finite = tf.reduce_all(
+        tf.stack([tf.math.is_finite(loss)] + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+    )
+    grads = [tf.where(finite, g, f) for g, f in zip(grads, fallback, strict=True)]
+    zero = tf.zeros_like(loss)
+    return (
+        tf.where(finite, loss, zero),
+        tf.where(finite, inner, zero),
+        grads,
+        tf.cast(finite, tf.float32),
+    )

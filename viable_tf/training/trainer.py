@@ -46,6 +46,7 @@ from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 from viable_tf.training.meta_gradient import (
     clip_each_norm,
     clip_elementwise,
+    fall_back_where_nonfinite,
     gradients_in_passes,
     replica_gradients,
     sum_over_replicas,
@@ -79,6 +80,10 @@ class Trainer:
         clip_value], as in the public CAVIA code; None disables clipping.
       clip_norm: then each gradient tensor to l2 norm <= clip_norm, as in LEO's public
         code; None (the default) does not.
+      fall_back_on_nonfinite: a meta-update whose loss or gradient is not finite applies
+        the learner's `fallback_gradients` instead and is left out of the loss summaries
+        (LEO's public code does so), counted in `fallback_updates`; False (the default):
+        training stops at the first non-finite meta-loss.
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function (at most;
@@ -113,6 +118,7 @@ class Trainer:
         lr_decay_rate: float = 0.9,
         clip_value: float | None = 10.0,
         clip_norm: float | None = None,
+        fall_back_on_nonfinite: bool = False,
         eval_every: int = 500,
         patience: int | None = None,
         steps_per_call: int = 500,
@@ -150,6 +156,7 @@ class Trainer:
         self.seed = seed
         self.clip_value = clip_value
         self.clip_norm = clip_norm
+        self.fall_back_on_nonfinite = fall_back_on_nonfinite
         self.eval_every = eval_every
         self.steps_per_call = steps_per_call
         self.summary_every = summary_every
@@ -168,6 +175,8 @@ class Trainer:
                 self.variables, learning_rate, lr_decay_steps, lr_decay_rate
             )
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+            # Updates that took the learner's fallback (fall_back_on_nonfinite only).
+            self.fallback_updates = tf.Variable(0, dtype=tf.int64, trainable=False)
             self.early_stopping = EarlyStopping(
                 higher_is_better=self.validate.higher_is_better, patience=patience
             )
@@ -176,6 +185,7 @@ class Trainer:
             optimizer=self.optimizer,
             step=self.step,
             **self.early_stopping.checkpoint_items(),
+            **({"fallback_updates": self.fallback_updates} if fall_back_on_nonfinite else {}),
         )
         self.run_dir = RunDir(model_dir)
         self.checkpoints = TrainingCheckpoints(
@@ -221,16 +231,22 @@ class Trainer:
         grads = clip_each_norm(clip_elementwise(grads, self.clip_value), self.clip_norm)
         return loss, inner, grads
 
-    def _meta_update(self, batch: TaskBatch) -> tuple[tf.Tensor, tf.Tensor]:
-        """One meta-update on `batch`; returns (loss, inner loss)."""
+    def _meta_update(self, batch: TaskBatch) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """One meta-update on `batch`; returns (loss, inner loss, 1 if it counts in the
+        loss summaries else 0)."""
         loss, inner, grads = self.meta_gradients(batch)
+        counted = tf.constant(1.0)
+        if self.fall_back_on_nonfinite:
+            fallback = self.learner.fallback_gradients(self.variables)
+            loss, inner, grads, counted = fall_back_where_nonfinite(loss, inner, grads, fallback)
+            self.fallback_updates.assign_add(tf.cast(1.0 - counted, tf.int64))
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
         self.step.assign_add(1)
-        return loss, inner
+        return loss, inner, counted
 
     def run_meta_updates(self, num_updates: tf.Tensor):
         """Up to `num_updates` (at most `steps_per_call`) meta-updates; stops at the
-        first non-finite meta-loss.
+        first non-finite meta-loss (unless `fall_back_on_nonfinite`).
 
         The tasks of `tasks_ahead` meta-updates are drawn in one go (the same tasks
         as drawn one update at a time), then the updates run on them.
@@ -263,15 +279,17 @@ class Trainer:
             def body(i, sums, first_bad):
                 segment = self.step.read_value() // every - first_segment
                 batch = TaskBatch(*(t[i - start] for t in block))
-                loss, inner = self._meta_update(batch)
-                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [tf.stack([loss, inner, 1.0])])
+                loss, inner, counted = self._meta_update(batch)
+                point = tf.stack([loss, inner, 1.0, counted])
+                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [point])
                 first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
                 return i + 1, sums, first_bad
 
             return tf.while_loop(block_going, body, (i, sums, first_bad))
 
         # A tiny carry: a buffer of every update's losses made XLA's loop copy it.
-        sums = tf.zeros([self.steps_per_call // self.summary_every + 2, 3])
+        # Per segment: sums of losses and inner losses, updates, updates counted.
+        sums = tf.zeros([self.steps_per_call // self.summary_every + 2, 4])
         ran, sums, first_bad = tf.while_loop(
             keep_going, run_block, (tf.constant(0), sums, tf.constant(-1))
         )
@@ -279,7 +297,14 @@ class Trainer:
         counts = tf.cast(sums[:, 2], tf.int64)
         ends = self.optimizer.iterations - tf.cast(ran, tf.int64) + tf.cumsum(counts)
         rates = tf.cast(self.lr_schedule(ends), tf.float32)
-        return ran, sums[:, 0], sums[:, 1], sums[:, 2], rates, first_bad
+        # Updates that took the fallback count in no mean: the sums are rescaled so
+        # that sum / updates is the mean over the others (unchanged where all count).
+        updates, counted = sums[:, 2], sums[:, 3]
+        scale = updates / tf.maximum(counted, 1.0)
+        loss_sums, inner_sums = (
+            tf.where(counted == updates, sums[:, i], sums[:, i] * scale) for i in (0, 1)
+        )
+        return ran, loss_sums, inner_sums, updates, rates, first_bad
 
     # -- the Python loop ---------------------------------------------------------
 
@@ -340,6 +365,8 @@ class Trainer:
             np.float32(result.inner_loss_pre.mean()),
             np.float32(result.inner_loss_post.mean()),
         )
+        if self.fall_back_on_nonfinite and self.chief:
+            tf.summary.scalar("fallback_updates", self.fallback_updates, step=step)
         if self.early_stopping.update(step, result.mean):
             self.checkpoints.best.save(checkpoint_number=step)
         if self.chief and self.figure_every and step % self.figure_every == 0:
