@@ -137,14 +137,18 @@ ALL_CLASSIFICATION_CONFIGS = sorted(
 )
 # LEO's configs (its own head, no '_proto' form) are tested in test_leo.py.
 LEO_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if os.path.basename(c).startswith("leo")]
+COSINE_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if "_cosine_" in c]
 CLASSIFICATION_CONFIGS = [
-    c for c in ALL_CLASSIFICATION_CONFIGS if "_proto_" not in c and c not in LEO_CONFIGS
+    c
+    for c in ALL_CLASSIFICATION_CONFIGS
+    if "_proto_" not in c and c not in LEO_CONFIGS and c not in COSINE_CONFIGS
 ]
 PROTOTYPE_CONFIGS = [c for c in ALL_CLASSIFICATION_CONFIGS if "_proto_" in c]
 
 
 def test_every_method_and_shot_has_a_config():
-    names = {os.path.relpath(c, "gin") for c in ALL_CLASSIFICATION_CONFIGS if c not in LEO_CONFIGS}
+    other_heads = set(LEO_CONFIGS) | set(COSINE_CONFIGS)  # tested below and in test_leo.py
+    names = {os.path.relpath(c, "gin") for c in ALL_CLASSIFICATION_CONFIGS if c not in other_heads}
     for dataset in ("mini_imagenet", "omniglot"):
         for method in ("cavia", "maml", "simviable", "relviable"):
             for shots in (1, 5):
@@ -227,6 +231,31 @@ def test_a_prototype_config_is_its_method_with_the_prototype_head(config, monkey
     proto, plain = bindings.values()
     (extra,) = proto - plain
     assert not plain - proto and extra.endswith(".head = 'prototypes'"), extra
+
+
+def test_every_omniglot_prototype_config_has_its_cosine_form():
+    proto = {c.replace("_proto_", "_") for c in PROTOTYPE_CONFIGS if "omniglot" in c}
+    assert {c.replace("_cosine_", "_") for c in COSINE_CONFIGS} == proto
+
+
+@pytest.mark.parametrize("config", COSINE_CONFIGS)
+def test_a_cosine_config_is_its_prototype_config_on_normalised_skip_features(config, monkeypatch):
+    """Each '_cosine' config binds three things more than its '_proto' one."""
+    monkeypatch.chdir(REPO)
+    bindings = {}
+    for name in (config, config.replace("_cosine_", "_proto_")):
+        parse_gin([name], [])
+        bindings[name] = {
+            line for line in gin.config_str().splitlines() if line and not line.startswith("#")
+        }
+    cosine, proto = bindings.values()
+    extra = sorted(line.split(".", 1)[1] for line in cosine - proto)
+    assert not proto - cosine
+    assert extra == [
+        "head_temperature = 0.1",
+        "normalize_features = True",
+        "skip_inputs = True",
+    ], extra
 
 
 @pytest.mark.parametrize(

@@ -493,6 +493,6 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
     fallbacks = int(trainer.fallback_updates.numpy())
     assert int(ran) == 12 and int(first_bad) == -1 and 0 < fallbacks < 12
     assert np.all(np.isfinite(loss_sums.numpy())) and counts.numpy().sum() == 12
-    after = dict(zip([v.path for v in trainer.variables], (v.numpy() for v in trainer.variables)))
+    after = {v.path: v.numpy() for v in trainer.variables}
     assert all(np.all(np.isfinite(value)) for value in after.values())
     assert not np.array_equal(after[trainer.learner.decoder_kernel.path], before[4])

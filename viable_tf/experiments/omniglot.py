@@ -35,7 +35,16 @@ from viable_tf.run_dir import RunDir
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = "omniglot"  # the shipped configs' folder (viable_tf.config)
 DEFAULT_DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
-METHODS = ("cavia", "simviable", "relviable", "cavia_proto", "simviable_proto", "relviable_proto")
+METHODS = (
+    "cavia",
+    "simviable",
+    "relviable",
+    "cavia_proto",
+    "simviable_proto",
+    "relviable_proto",
+    "cavia_cosine",
+    "simviable_cosine",
+)
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 SWEEP_SHOTS = tuple(range(1, 10))
 LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
@@ -48,7 +57,10 @@ LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
     "maml_relviable": "MAML+relVIABLE",
 }
 # The same methods with the prototype head (issue 22): gin/omniglot/<method>_proto_*.gin.
-LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in LABELS.items()})
+PLAIN = dict(LABELS)
+LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in PLAIN.items()})
+# ... and with the cosine prototype head: gin/omniglot/<method>_cosine_*.gin.
+LABELS.update({f"{method}_cosine": f"{label}, cosine head" for method, label in PLAIN.items()})
 # LEO and VIABLE on LEO (issue 23): gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
 LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
 
