@@ -2,10 +2,10 @@
 
 from viable_tf.learners.base import Learner
 from viable_tf.learners.cavia import CAVIA
-from viable_tf.learners.leo import LEO, LEOVIABLE
+from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
 from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
-from viable_tf.learners.viable import MAMLVIABLE, VIABLE
+from viable_tf.learners.viable import LEOVIABLE, MAMLVIABLE, VIABLE
 
 __all__ = [
     "CAVIA",

@@ -1,5 +1,5 @@
 """LEO, Latent Embedding Optimization (Rusu et al., ICLR 2019), behind the learner
-contract, and VIABLE on LEO (`LEOVIABLE`), the extension the VIABLE paper names.
+contract; VIABLE on LEO, the extension the VIABLE paper names, is `viable.LEOVIABLE`.
 
 Written from the paper and read against its public code (google-deepmind/leo, TF 1.12);
 the same computation in TensorFlow 2 / Keras 3, float32. Per task, with support
@@ -52,7 +52,6 @@ import tensorflow as tf
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners.base import Learner, State
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
-from viable_tf.learners.viable import LearnedInnerLoss
 from viable_tf.ops import RNG_ALG, masked_mean
 from viable_tf.ops import uniform as stateless_uniform
 from viable_tf.tasks.base import TaskBatch
@@ -375,31 +374,3 @@ class LEO(Learner):
         if self.num_inner_steps:
             metrics["inner_loss_pre"] = tf.reduce_mean(losses[0])
         return tf.reduce_mean(per_task) + regularisers, metrics
-
-
-@keras_configurable
-class LEOVIABLE(LearnedInnerLoss, LEO):
-    """LEO whose latent-space steps (and, with `learned_finetuning`, its fine-tuning steps)
-    descend a learned loss network, meta-learned with the rest from the same outer
-    objective. The learned loss is scaled by the number of real support points, so that
-    it takes the place of LEO's summed task loss at the same learning rates."""
-
-    def __init__(self, *, learned_finetuning: bool = False, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.learned_finetuning = learned_finetuning
-
-    @property
-    def method_name(self) -> str:  # type: ignore[override]
-        return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
-
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
-        return super().inner_loss(state, support_x, support_y, support_mask) * count
-
-    def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        if self.learned_finetuning:
-            return self.inner_loss(state, support_x, support_y, support_mask)
-        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
-
-    def hparams(self) -> dict[str, str | int | float | bool]:
-        return {**super().hparams(), "learned_finetuning": self.learned_finetuning}

@@ -1,6 +1,7 @@
 """VIABLE (SPEC §3): the inner loss is a learned loss network Lhat_psi; on CAVIA as in the
-paper (`VIABLE`), and on MAML (`MAMLVIABLE`), which the paper's authors name as future
-work: there the learned loss drives the inner loop over all prediction-network weights.
+paper (`VIABLE`), and on MAML (`MAMLVIABLE`) and LEO (`LEOVIABLE`), which the paper's
+authors name as future work: on MAML the learned loss drives the inner loop over all
+prediction-network weights, on LEO its latent-space steps (learners/leo.py).
 
 The loss network is frozen during adaptation; its weights psi are meta-learned
 with theta from the same query loss (always the true task loss). The learned
@@ -25,6 +26,7 @@ import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners.cavia import CAVIA
+from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
 from viable_tf.networks.loss_networks import RelationLossNetwork
 
@@ -103,3 +105,31 @@ class MAMLVIABLE(LearnedInnerLoss, MAML):
     @property
     def method_name(self) -> str:  # type: ignore[override]
         return f"maml_{self.variant}"
+
+
+@keras_configurable
+class LEOVIABLE(LearnedInnerLoss, LEO):
+    """LEO whose latent-space steps (and, with `learned_finetuning`, its fine-tuning steps)
+    descend a learned loss network, meta-learned with the rest from the same outer
+    objective. The learned loss is scaled by the number of real support points, so that
+    it takes the place of LEO's summed task loss at the same learning rates."""
+
+    def __init__(self, *, learned_finetuning: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.learned_finetuning = learned_finetuning
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
+
+    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
+        return super().inner_loss(state, support_x, support_y, support_mask) * count
+
+    def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        if self.learned_finetuning:
+            return self.inner_loss(state, support_x, support_y, support_mask)
+        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {**super().hparams(), "learned_finetuning": self.learned_finetuning}
