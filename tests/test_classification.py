@@ -390,7 +390,9 @@ def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
             models=[model_config("classifier", base)],
             port=0,
             rest_api_port=None,
-            batching=BatchingOptions(max_batch_size=8, batch_timeout_micros=50_000),
+            # The 7 good requests fill one batch exactly; the timer is long so that it cannot
+            # close the batch early on a loaded machine (it did, with 50 ms: two batches).
+            batching=BatchingOptions(max_batch_size=7, batch_timeout_micros=10_000_000),
         )
     )
     client = Client(running.grpc_target)
