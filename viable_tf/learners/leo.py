@@ -79,6 +79,12 @@ def batch_seed(batch: TaskBatch) -> tf.Tensor:
     return tf.stack([support, digest(batch.query_x, None, None)])
 
 
+def summed(per_task_mean: tf.Tensor, support_mask: tf.Tensor) -> tf.Tensor:
+    """A per-task mean over the real support points [B] as their sum: LEO's inner loss
+    is summed (see `LEO.inner_loss`), the shared losses are means."""
+    return per_task_mean * tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
+
+
 class _Noise:
     """The training noise of one meta-update: an independent seed for every draw."""
 
@@ -283,8 +289,7 @@ class LEO(Learner):
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         """The task loss summed over each task's real support points [B] (the public
         code differentiates its per-point losses, i.e. their sum)."""
-        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
-        return self.support_loss(state, support_x, support_y, support_mask) * count
+        return summed(self.support_loss(state, support_x, support_y, support_mask), support_mask)
 
     def latent_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         """The loss of the latent-space steps [B]."""

@@ -25,6 +25,7 @@ import keras
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
+from viable_tf.learners import leo
 from viable_tf.learners.cavia import CAVIA
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
@@ -123,8 +124,8 @@ class LEOVIABLE(LearnedInnerLoss, LEO):
         return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
 
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        count = tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
-        return super().inner_loss(state, support_x, support_y, support_mask) * count
+        mean = super().inner_loss(state, support_x, support_y, support_mask)
+        return leo.summed(mean, support_mask)
 
     def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         if self.learned_finetuning:
