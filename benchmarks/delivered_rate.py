@@ -16,7 +16,10 @@ checkpoints, summaries every chunk, a figure every 5,000, the progress bar):
   a (500 + updates)- and a 500-update run, without the process start-up).
 
 The two are alternated `rounds` times in one sitting (machines here are noisy); the
-table gives each round and the ratio delivered / chunk.
+table gives each round and the ratio delivered / chunk. With `--in_place_too`, a second
+trainer of the same config writes its checkpoints on the training thread
+(`Trainer.checkpoint_in_background=False`, as before the snapshot writer) and is timed
+in each round right after the first.
 """
 
 from __future__ import annotations
@@ -40,10 +43,20 @@ CHUNK = 3000  # meta-updates per timed chunk
 CONFIGS = "sine/cavia.gin,sine/simviable.gin,sine/relviable.gin,sine/maml.gin"
 
 
-def build(name: str, model_dir: str) -> Trainer:
+def build(name: str, model_dir: str, *, background: bool = True) -> Trainer:
     gin.clear_config()
-    config.parse([name], ["Trainer.num_steps=500", f"Trainer.steps_per_call={CHUNK}"])
-    return Trainer(model_dir=model_dir)
+    config.parse(
+        [name],
+        [
+            "Trainer.num_steps=500",
+            f"Trainer.steps_per_call={CHUNK}",
+            f"Trainer.checkpoint_in_background={background}",
+        ],
+    )
+    trainer = Trainer(model_dir=model_dir)
+    with contextlib.redirect_stderr(io.StringIO()):
+        trainer.train()  # 500 updates: compiles the chunk, validation, checkpoints
+    return trainer
 
 
 def delivered_rate(trainer: Trainer, updates: int) -> float:
@@ -58,26 +71,33 @@ def main() -> None:
     parser.add_argument("--configs", default=CONFIGS, help="comma-separated shipped configs")
     parser.add_argument("--updates", type=int, default=10_000, help="meta-updates delivered")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--in_place_too", action="store_true", help="also time checkpoints written in place"
+    )
     args = parser.parse_args()
     print(header())
-    print("| config | round | chunk (updates/s) | delivered (updates/s) | delivered / chunk |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| config | checkpoints | round | chunk (updates/s) | delivered (updates/s) "
+        "| delivered / chunk |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    kinds = {"background": True, **({"in place": False} if args.in_place_too else {})}
     for name in args.configs.split(","):
         with tempfile.TemporaryDirectory() as model_dir:
-            trainer = build(name, model_dir)
-            with contextlib.redirect_stderr(io.StringIO()):
-                trainer.train()  # 500 updates: compiles the chunk, validation, checkpoints
+            trainers = {
+                kind: build(name, os.path.join(model_dir, str(i)), background=background)
+                for i, (kind, background) in enumerate(kinds.items())
+            }
             for round_ in range(1, args.rounds + 1):
-                chunk = chunk_rate(trainer, steps=CHUNK, repeats=3)  # moves the weights on
-                trainer.checkpoints.latest.save(
-                    int(trainer.step.numpy())
-                )  # train() resumes from here
-                delivered = delivered_rate(trainer, args.updates)
-                print(
-                    f"| {name} | {round_} | {chunk:,.0f} | {delivered:,.0f} "
-                    f"| {delivered / chunk:.0%} |",
-                    flush=True,
-                )
+                for kind, trainer in trainers.items():
+                    chunk = chunk_rate(trainer, steps=CHUNK, repeats=3)  # moves weights on
+                    trainer.checkpoints.latest.save(int(trainer.step.numpy()))  # resume here
+                    delivered = delivered_rate(trainer, args.updates)
+                    print(
+                        f"| {name} | {kind} | {round_} | {chunk:,.0f} | {delivered:,.0f} "
+                        f"| {delivered / chunk:.0%} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Meta-training: exact resume after a kill, non-finite losses, early stopping."""
 
+import concurrent.futures
 import json
 import os
 import pickle
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tolerances import assert_within_ulps
 
 from viable_tf.cli import train as train_cli
@@ -310,6 +312,77 @@ def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
     assert not any(name.startswith("ckpt-200") for name in os.listdir(moved))
     with pytest.raises(ValueError, match="max_to_keep must be >= 1"):
         CheckpointWriter(fresh(0.0), moved, max_to_keep=0)
+
+
+class _HeldExecutor(concurrent.futures.Executor):
+    """Runs what it is given only at `release()`: the training thread's next moves are
+    made while a write waits, deterministically."""
+
+    def __init__(self):
+        self.held = []
+
+    def submit(self, fn, *args):
+        future = concurrent.futures.Future()
+        self.held.append((future, fn, args))
+        return future
+
+    def release(self):
+        for future, fn, args in self.held:
+            try:
+                future.set_result(fn(*args))
+            except Exception as error:  # handed to whoever waits
+                future.set_exception(error)
+        self.held = []
+
+
+def _object_graph(path):
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return graph
+
+
+def test_a_checkpoint_written_in_the_background_is_the_snapshot_written_in_place(tmp_path):
+    """The write waits while the trainer moves on: the files hold the values of the
+    moment of `save`, with the object graph (names, shared objects, full names) that the
+    synchronous write gives; they restore every object; a failed write is raised."""
+    from viable_tf.training.checkpoints import CheckpointWriter
+
+    trainer = _trainer(tmp_path / "run", learner=lambda **kw: VIABLE(**kw))
+    trainer.train_chunk(tf.constant(3))
+    state = trainer.checkpoints.latest.checkpoint
+    in_place = CheckpointWriter(state, str(tmp_path / "in_place"), max_to_keep=1).save(3)
+    held = _HeldExecutor()
+    background = CheckpointWriter(
+        state, str(tmp_path / "background"), max_to_keep=1, background=held
+    )
+    prefix = background.save(3)
+    trainer.train_chunk(tf.constant(2))  # the variables move while the write waits
+    assert not os.path.exists(tmp_path / "background")
+    held.release()
+    assert background.latest_checkpoint == prefix == str(tmp_path / "background" / "ckpt-3")
+    written, expected = checkpoint_values(prefix), checkpoint_values(in_place)
+    assert written.keys() == expected.keys() and len(written) == 3 * len(trainer.variables) + 7
+    for key, value in expected.items():
+        np.testing.assert_array_equal(written[key], value, err_msg=key)
+    assert _object_graph(prefix) == _object_graph(in_place)
+    fresh = _trainer(tmp_path / "fresh", learner=lambda **kw: VIABLE(**kw), seed=9)
+    fresh.checkpoints.latest.checkpoint.restore(prefix).assert_consumed()
+    assert int(fresh.optimizer.iterations.numpy()) == 3 and int(trainer.step.numpy()) == 5
+    # A write that fails is raised on the training thread, at the next wait.
+    (tmp_path / "blocked").write_text("a file where the folder should be")
+    failing = CheckpointWriter(
+        state, str(tmp_path / "blocked" / "ckpt"), max_to_keep=1, background=held
+    )
+    failing.save(5)
+    held.release()
+    with pytest.raises((OSError, tf.errors.OpError)):
+        failing.wait()
+    # Objects that write something other than variables are not snapshotted.
+    iterator = iter(tf.data.Dataset.range(3))
+    with pytest.raises(ValueError, match="cannot snapshot it"):
+        CheckpointWriter(
+            tf.train.Checkpoint(it=iterator), str(tmp_path / "it"), max_to_keep=1, background=held
+        )
 
 
 def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path):

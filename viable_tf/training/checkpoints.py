@@ -10,6 +10,15 @@ variables and object graph (in two data shards where the manager writes one; tes
 `<dir>/checkpoint` record that `tf.train.latest_checkpoint` reads, rewritten atomically
 after the files exist and before older ones are deleted, so a process killed at any
 moment leaves a whole checkpoint as the latest.
+
+With `background=` (an executor), a save takes a snapshot and returns: one graph call
+copies every variable's value into a shadow variable (`Snapshot`), and the executor's
+thread writes the shadows, which stand in the same object graph under the same names,
+so the files are those the synchronous write makes of the same values (tested), while
+training goes on. TensorFlow's own asynchronous checkpointing (`CheckpointOptions(
+experimental_enable_async_checkpoint=True)`) copies objects through a private hook
+that Keras 3 variables do not implement inside a graph function; this takes the copy
+through public APIs only (`tf.train.TrackableView`).
 """
 
 from __future__ import annotations
@@ -18,16 +27,87 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
+import keras
 import tensorflow as tf
 
 from viable_tf.run_dir import RunDir
 
 
-class CheckpointWriter:
-    """Saves `checkpoint` under `directory` as `ckpt-<number>`, keeping `max_to_keep`."""
+def _is_variable(obj) -> bool:
+    return isinstance(obj, (tf.Variable, keras.Variable))
 
-    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, *, max_to_keep: int):
+
+class Snapshot:
+    """A copy of `checkpoint`'s object graph whose variables are shadows of its own.
+
+    `take()` (one graph call) copies every variable's current value into its shadow;
+    `mirror` is a `tf.train.Checkpoint` with the same children under the same names
+    down to the variables, an object reached by two paths mirrored once, so that
+    `mirror.write` writes the same keys, values and object graph as `checkpoint.write`
+    did at the moment of `take()`. Objects that save something other than variables
+    cannot be mirrored: ValueError names them.
+    """
+
+    def __init__(self, checkpoint: tf.train.Checkpoint) -> None:
+        view = tf.train.TrackableView(checkpoint)
+        self.pairs: list[tuple[tf.Variable, object]] = []  # (shadow, original)
+        copies: dict[int, object] = {}
+
+        def copy(obj, path: str):
+            if id(obj) in copies:
+                return copies[id(obj)]
+            children = view.children(obj)
+            if _is_variable(obj) and not children:
+                # Under the original's name too: the object graph records it.
+                name = obj.path if isinstance(obj, keras.Variable) else obj.name.split(":")[0]
+                shadow = tf.Variable(tf.zeros(obj.shape, obj.dtype), trainable=False, name=name)
+                self.pairs.append((shadow, obj))
+                copies[id(obj)] = shadow
+                return shadow
+            if _is_variable(obj) or (not children and _saves_tensors(obj)):
+                raise ValueError(f"cannot snapshot {path} ({type(obj).__name__})")
+            node = copies[id(obj)] = tf.Module()
+            for name, child in children.items():
+                setattr(node, name, copy(child, f"{path}/{name}"))
+            return node
+
+        children = view.children(checkpoint)
+        counter = children.pop("save_counter", None)
+        self.mirror = tf.train.Checkpoint(
+            **{name: copy(child, name) for name, child in children.items()}
+        )
+        if counter is not None:  # the mirror's own counter, shadowing the original's
+            self.pairs.append((self.mirror.save_counter, counter))
+        self.take = tf.function(self._copy, input_signature=[])
+
+    def _copy(self) -> None:
+        for shadow, original in self.pairs:
+            shadow.assign(original.value if isinstance(original, keras.Variable) else original)
+
+
+def _saves_tensors(obj) -> bool:
+    """Whether a childless trackable writes tensors of its own (a variable-like leaf)."""
+    serialize = getattr(obj, "_serialize_to_tensors", None)
+    try:
+        return bool(serialize and serialize())
+    except NotImplementedError:
+        return False
+
+
+class CheckpointWriter:
+    """Saves `checkpoint` under `directory` as `ckpt-<number>`, keeping `max_to_keep`;
+    with `background` (an executor of one thread), from a snapshot on that thread."""
+
+    def __init__(
+        self,
+        checkpoint: tf.train.Checkpoint,
+        directory: str,
+        *,
+        max_to_keep: int,
+        background: Executor | None = None,
+    ):
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.checkpoint = checkpoint
@@ -36,8 +116,12 @@ class CheckpointWriter:
         # Written as the manager writes it (its value unused), so that checkpoints of
         # either kind restore into either with every object matched.
         checkpoint.save_counter  # noqa: B018  (the property creates the variable)
+        self._background = background
+        self._pending: Future | None = None
+        self._snapshot = Snapshot(checkpoint) if background is not None else None
+        written = self._snapshot.mirror if self._snapshot else checkpoint
         self._write = tf.function(
-            lambda prefix: checkpoint.write(prefix),
+            lambda prefix: written.write(prefix),
             input_signature=[tf.TensorSpec([], tf.string)],
         )
         state = tf.train.get_checkpoint_state(directory)
@@ -49,11 +133,28 @@ class CheckpointWriter:
 
     @property
     def latest_checkpoint(self) -> str | None:
-        """The prefix of the newest checkpoint written (or found at start), or None."""
+        """The prefix of the newest checkpoint written (or found at start), or None;
+        waits for a write in the background."""
+        self.wait()
         return os.path.join(self.directory, self._kept[-1]) if self._kept else None
 
+    def wait(self) -> None:
+        """Waits for the write in the background, if any; raises what it raised."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
     def save(self, checkpoint_number: int) -> str:
-        """Writes checkpoint `checkpoint_number`; returns its prefix."""
+        """Writes checkpoint `checkpoint_number` (in the background: takes the snapshot
+        and returns while it is written); returns its prefix."""
+        if self._snapshot is None:
+            return self._write_and_rotate(checkpoint_number)
+        self.wait()  # the shadows are free again
+        self._snapshot.take()
+        self._pending = self._background.submit(self._write_and_rotate, checkpoint_number)
+        return os.path.join(self.directory, f"ckpt-{checkpoint_number}")
+
+    def _write_and_rotate(self, checkpoint_number: int) -> str:
         os.makedirs(self.directory, exist_ok=True)
         name = f"ckpt-{checkpoint_number}"
         self._write(tf.constant(os.path.join(self.directory, name)))
@@ -68,7 +169,7 @@ class CheckpointWriter:
                 for name in names:
                     if name == f"{old}.index" or name.startswith(f"{old}.data-"):
                         tf.io.gfile.remove(os.path.join(self.directory, name))
-        return self.latest_checkpoint
+        return os.path.join(self.directory, self._kept[-1])
 
     def _record(self) -> None:
         """Rewrites `<dir>/checkpoint` (a CheckpointState text proto) atomically."""
@@ -84,7 +185,9 @@ class TrainingCheckpoints:
     """A run's two checkpoint series, as viable-train writes them (run_dir.RunDir): the
     latest training state in D/checkpoints/ (`keep` kept) and the best weights in D/best/
     (one kept). Non-chief workers save too (tf.distribute needs every worker to), but
-    into a temporary folder that `close` drops; everyone restores from the chief's."""
+    into a temporary folder that `close` drops; everyone restores from the chief's.
+    With `background`, both series are written from snapshots on one thread of their own
+    (one device only: distributed variables are written as tf.distribute writes them)."""
 
     def __init__(
         self,
@@ -94,16 +197,27 @@ class TrainingCheckpoints:
         *,
         chief: bool,
         keep: int,
+        background: bool = False,
     ) -> None:
         self.run_dir = run_dir
         write_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="viable-worker-")
         self._scratch = None if chief else write_dir
         writes = RunDir(write_dir)
-        self.latest = CheckpointWriter(state, writes.checkpoints, max_to_keep=keep)
-        self.best = CheckpointWriter(best, writes.best, max_to_keep=1)
+        # One thread for both series: writes land in the order they were asked for.
+        thread = ThreadPoolExecutor(1, "viable-checkpoints") if background else None
+        self.latest = CheckpointWriter(
+            state, writes.checkpoints, max_to_keep=keep, background=thread
+        )
+        self.best = CheckpointWriter(best, writes.best, max_to_keep=1, background=thread)
+
+    def wait(self) -> None:
+        """Waits for the writes in the background; raises what they raised."""
+        self.best.wait()
+        self.latest.wait()
 
     def restore(self) -> bool:
         """Restores the chief's latest training state, if there is one."""
+        self.wait()
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         if latest:
             self.latest.checkpoint.restore(latest).assert_consumed()
@@ -112,6 +226,7 @@ class TrainingCheckpoints:
     def restore_best(self, learner) -> int:
         """Loads the best weights into `learner` (falling back to the latest state's);
         returns their step."""
+        self.wait()
         path = self.run_dir.best_checkpoint()
         if path is None:
             raise FileNotFoundError(
@@ -122,6 +237,7 @@ class TrainingCheckpoints:
         return int(path.rsplit("-", 1)[-1])
 
     def close(self) -> None:
-        """Drops a non-chief worker's temporary folder."""
+        """Waits for the writes; drops a non-chief worker's temporary folder."""
+        self.wait()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)

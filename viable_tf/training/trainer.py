@@ -10,7 +10,8 @@ body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md)
 
 Around the compiled chunks the loop does as little as it can on the training
 thread: a call of the compiled function runs up to a validation (500 updates) and
-returns the losses summed per 100 updates, so that summaries keep their points.
+returns the losses summed per 100 updates, so that summaries keep their points; on one
+device, checkpoints are written from a snapshot on a thread of their own.
 
 This module wires the pieces, one concern each: the meta-gradient (meta_gradient.py:
 shares, passes, the all-reduce, clipping), the task stream (task_stream.py), early
@@ -100,6 +101,8 @@ class Trainer:
         training tasks with or without XLA, on one device or mirrored.
       figure_every: log a figure of adapted fits every this many meta-updates (0: never).
       keep_checkpoints: how many latest checkpoints to keep.
+      checkpoint_in_background: write checkpoints from a snapshot on a thread of their
+        own (one device only; checkpoints.py), not on the training thread.
       show_progress: show a progress bar on the console.
       strategy: a tf.distribute strategy (default: the current one, one device).
     """
@@ -128,6 +131,7 @@ class Trainer:
         jit_compile: bool = True,
         figure_every: int = 5_000,
         keep_checkpoints: int = 2,
+        checkpoint_in_background: bool = True,
         show_progress: bool = True,
         strategy: tf.distribute.Strategy | None = None,
     ) -> None:
@@ -194,6 +198,7 @@ class Trainer:
             tf.train.Checkpoint(learner=self.learner, step=self.step),
             chief=self.chief,
             keep=keep_checkpoints,
+            background=checkpoint_in_background and not distributed,
         )
         self._figures: summaries.FigureWriter | None = None  # while train() runs
         self.summaries = summaries.TrainingSummaries(
@@ -339,6 +344,8 @@ class Trainer:
                         ran, *segments, first_bad = self.train_chunk(tf.constant(chunk))
                         ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
                     seconds = time.perf_counter() - start_time
+                    if first_bad >= 0:  # its message names the last checkpoint written
+                        self.checkpoints.wait()
                     errors.check_finite(self.run_dir.checkpoints, step, first_bad)
                     self.summaries.points(np.int64(step), *segments, np.float32(ran / seconds))
                     step += ran
@@ -354,8 +361,8 @@ class Trainer:
             finally:
                 bar.close()
                 self._figures = None
+                self.checkpoints.close()  # the writes in the background finished
         writer.flush()
-        self.checkpoints.close()
 
     def _validate_and_checkpoint(self, step: int) -> float:
         result = self.validate(self.learner)
