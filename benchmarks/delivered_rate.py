@@ -43,7 +43,7 @@ CHUNK = 3000  # meta-updates per timed chunk
 CONFIGS = "sine/cavia.gin,sine/simviable.gin,sine/relviable.gin,sine/maml.gin"
 
 
-def build(name: str, model_dir: str, *, background: bool = True) -> Trainer:
+def build(name: str, model_dir: str, *, background: bool = True, params=()) -> Trainer:
     gin.clear_config()
     config.parse(
         [name],
@@ -51,6 +51,7 @@ def build(name: str, model_dir: str, *, background: bool = True) -> Trainer:
             "Trainer.num_steps=500",
             f"Trainer.steps_per_call={CHUNK}",
             f"Trainer.checkpoint_in_background={background}",
+            *params,
         ],
     )
     trainer = Trainer(model_dir=model_dir)
@@ -74,8 +75,11 @@ def main() -> None:
     parser.add_argument(
         "--in_place_too", action="store_true", help="also time checkpoints written in place"
     )
+    parser.add_argument(
+        "--gin_param", action="append", default=[], help="a binding for every trainer (ablations)"
+    )
     args = parser.parse_args()
-    print(header())
+    print(header(" ".join(args.gin_param)))
     print(
         "| config | checkpoints | round | chunk (updates/s) | delivered (updates/s) "
         "| delivered / chunk |"
@@ -85,7 +89,12 @@ def main() -> None:
     for name in args.configs.split(","):
         with tempfile.TemporaryDirectory() as model_dir:
             trainers = {
-                kind: build(name, os.path.join(model_dir, str(i)), background=background)
+                kind: build(
+                    name,
+                    os.path.join(model_dir, str(i)),
+                    background=background,
+                    params=args.gin_param,
+                )
                 for i, (kind, background) in enumerate(kinds.items())
             }
             for round_ in range(1, args.rounds + 1):
