@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/relation_network.py [--meta_batch_size 8] [--repeats 5]
     .venv/bin/python benchmarks/relation_network.py --modes [--settings 5w1s,5w5s,20w1s,20w5s]
     .venv/bin/python benchmarks/relation_network.py --passes [--settings 20w5s]
+    .venv/bin/python benchmarks/relation_network.py --cpu_limit [--settings 5w5s,20w1s]
 
 `--modes`: the shipped relVIABLE (`--activation`, ReLU) per setting, its meta-update compiled with
 XLA (float32), run on TensorFlow's own kernels (oneDNN, float32), and with the pair
@@ -12,6 +13,16 @@ CAVIA's meta-update (XLA) at the same setting.
 `--passes`: the shipped relVIABLE (`--activation`, oneDNN float32) with its meta-gradient
 computed over 1, 2, 4 or all B tasks at a time (`Trainer.tasks_per_pass`): seconds
 per meta-update and peak memory.
+
+`--cpu_limit`: the CPU limit of the shipped relVIABLE (ReLU) per setting (default
+5w5s,20w1s), one meta-update on each path (oneDNN float32, XLA float32, oneDNN with
+bfloat16 pair layers): its FLOPs, counted from the traced graph (2 M N K for every
+MatMul / BatchMatMul; the graph is flat and every shape static) and checked against
+TensorFlow's own profiler (`tf.compat.v1.profiler`, float_operation, which also counts
+element-wise ops), over its median time; beside the best of 2 x `repeats` bare matmuls
+of its largest shape ([B P, 1500] x [1500, 1500], P ordered pairs per task) in float32
+and bfloat16, oneDNN and XLA, and each path's share of the best float32 and bfloat16
+rates of the same sitting.
 
 One meta-update as training runs it (second-order meta-gradient through 2 inner
 steps, Adam), on synthetic episodes of LEO's shapes (640-d inputs, N-way K-shot,
@@ -29,6 +40,7 @@ Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 
@@ -40,7 +52,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 import keras
 import numpy as np
 import tensorflow as tf
-from timing import header, median_of, times
+from timing import best_of, header, median_of, times
 
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
@@ -184,10 +196,101 @@ def passes_table(settings: list[str], batch_size: int, repeats: int, activation:
             )
 
 
+MATMULS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+
+
+def matmul_flops(graph: tf.Graph) -> int:
+    """2 M N K summed over the graph's (batched) matmuls; shapes must be static."""
+    total = 0
+    for op in graph.get_operations():
+        if op.type not in MATMULS:
+            continue
+        a, b = (tuple(t.shape.as_list()) for t in op.inputs[:2])
+        if op.type == "MatMul":
+            m, k = a[::-1] if op.get_attr("transpose_a") else a
+            n = b[0] if op.get_attr("transpose_b") else b[1]
+            batch = 1
+        else:
+            m, k = a[-2:][::-1] if op.get_attr("adj_x") else a[-2:]
+            n = b[-2] if op.get_attr("adj_y") else b[-1]
+            batch = math.prod(op.outputs[0].shape.as_list()[:-2])
+        total += 2 * batch * m * n * k
+    return total
+
+
+def profiler_flops(graph: tf.Graph) -> int:
+    """TensorFlow's own count (its registered statistics: matmuls and element-wise ops)."""
+    options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+    options["output"] = "none"
+    return tf.compat.v1.profiler.profile(graph, options=options).total_float_ops
+
+
+def matmul_rate(rows: int, width: int, dtype: tf.DType, xla: bool, repeats: int) -> float:
+    """GFLOP/s of [rows, width] x [width, width] in `dtype`."""
+    a = tf.random.stateless_normal([rows, width], seed=[0, 1], dtype=tf.float32)
+    b = tf.random.stateless_normal([width, width], seed=[0, 2], dtype=tf.float32)
+    a, b = tf.cast(a, dtype), tf.cast(b, dtype)
+    matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)), jit_compile=xla)
+    seconds = best_of(lambda: float(matmul(a, b)), repeats)
+    return 2 * rows * width * width / seconds / 1e9
+
+
+def cpu_limit_table(settings: list[str], batch_size: int, repeats: int) -> None:
+    """FLOPs of one meta-update (shipped relVIABLE, ReLU) over its time on each path,
+    beside the matmul peak of its largest shape measured in the same sitting."""
+    print(
+        "| setting | B | path | GFLOP / update (matmuls; TF profiler) | s / update "
+        "| GFLOP/s | % of float32 peak | % of bfloat16 peak |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for name in settings:
+        ways, shots = SETTINGS[name]
+        batch = episodes(batch_size, ways, shots)
+        graph = (
+            meta_update_fn(make_learner("relviable", ways), jit_compile=False)
+            .get_concrete_function(batch)
+            .graph
+        )
+        flops, profiled = matmul_flops(graph), profiler_flops(graph)
+        rows = batch_size * (ways * shots) ** 2  # every ordered pair of a task
+        rates = {
+            (dtype.name, xla): matmul_rate(rows, 1500, dtype, xla, 2 * repeats)
+            for dtype in (tf.float32, tf.bfloat16)
+            for xla in (False, True)
+        }
+        best = {
+            kind: max(rate for (dtype, _), rate in rates.items() if dtype == kind)
+            for kind in ("float32", "bfloat16")
+        }
+
+        def shares(rate, best=best):
+            return f"{rate / best['float32']:.0%} | {rate / best['bfloat16']:.0%}"
+
+        paths = {"oneDNN": (False, "float32"), "XLA": (True, "float32")}
+        paths["bfloat16 pair layers, oneDNN"] = (False, "bfloat16")
+        for label, (xla, dtype) in paths.items():
+            learner = make_learner("relviable", ways, compute_dtype=dtype)
+            step = meta_update_fn(learner, jit_compile=xla)
+            seconds = median_of(lambda step=step, batch=batch: float(step(batch)), repeats)
+            rate = flops / seconds / 1e9
+            print(
+                f"| {name} | {batch_size} | meta-update, {label} "
+                f"| {flops / 1e9:,.1f}; {profiled / 1e9:,.1f} | {seconds:.3f} | {rate:,.1f} "
+                f"| {shares(rate)} |",
+                flush=True,
+            )
+        for (dtype, xla), rate in rates.items():
+            path = f"matmul [{rows}, 1500] x [1500, 1500] {dtype}, {'XLA' if xla else 'oneDNN'}"
+            print(f"| {name} | | {path} | | | {rate:,.1f} | {shares(rate)} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--modes", action="store_true", help="XLA vs oneDNN vs bfloat16")
     parser.add_argument("--passes", action="store_true", help="tasks per pass: time, memory")
+    parser.add_argument(
+        "--cpu_limit", action="store_true", help="FLOPs over time beside the matmul peak"
+    )
     parser.add_argument("--settings", default=None, help="for --modes (all) and --passes (20w5s)")
     parser.add_argument("--meta_batch_size", type=int, default=8, help="episodes per update")
     parser.add_argument("--repeats", type=int, default=5)
@@ -202,6 +305,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     b = args.meta_batch_size
+    if args.cpu_limit:
+        print(header("relVIABLE 2 x 1,500 ReLU, 640-d, 15 queries per class, 2 inner steps"))
+        cpu_limit_table((args.settings or "5w5s,20w1s").split(","), b, args.repeats)
+        return
     if args.modes or args.passes:
         print(header())
         table = modes_table if args.modes else passes_table

@@ -4,6 +4,7 @@ import concurrent.futures
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -312,6 +313,22 @@ def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
     assert not any(name.startswith("ckpt-200") for name in os.listdir(moved))
     with pytest.raises(ValueError, match="max_to_keep must be >= 1"):
         CheckpointWriter(fresh(0.0), moved, max_to_keep=0)
+
+
+def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(tmp_path, capsys):
+    """'auto' costs nothing at construction; the first chunk measures a meta-gradient with
+    XLA and on TensorFlow's kernels, logs both times and the choice, and trains on it."""
+    trainer = _trainer(tmp_path, jit_compile="auto")
+    assert trainer.jit_compile == "auto" and "jit_compile" not in capsys.readouterr().err
+    ran = int(trainer.train_chunk(tf.constant(2))[0])
+    err = capsys.readouterr().err.splitlines()
+    (line,) = [text for text in err if "jit_compile='auto'" in text]
+    assert ran == 2 and trainer.jit_compile in (True, False)
+    assert re.search(r"took [\d.]+ s compiled by XLA and [\d.]+ s on TensorFlow's kernels", line)
+    assert line.endswith("with XLA" if trainer.jit_compile else "on TensorFlow's kernels")
+    assert trainer.train_chunk is trainer.train_chunk  # built once
+    with pytest.raises(ValueError, match=r"jit_compile must be True, False or 'auto', got 'yes'"):
+        _trainer(tmp_path / "bad", jit_compile="yes")
 
 
 class _HeldExecutor(concurrent.futures.Executor):

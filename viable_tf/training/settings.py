@@ -3,7 +3,11 @@ the optimizer they configure."""
 
 from __future__ import annotations
 
+import sys
+import time
+
 import keras
+import tensorflow as tf
 
 
 def check_settings(
@@ -19,8 +23,11 @@ def check_settings(
     tasks_per_pass: int | None,
     clip_value: float | None,
     clip_norm: float | None = None,
+    jit_compile: bool | str = True,
 ) -> None:
     """Raises ValueError naming the first setting out of its range."""
+    if jit_compile not in (True, False, "auto"):
+        raise ValueError(f"Trainer.jit_compile must be True, False or 'auto', got {jit_compile!r}")
     for name, value in (
         ("num_steps", num_steps),
         ("meta_batch_size", meta_batch_size),
@@ -40,6 +47,34 @@ def check_settings(
         raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
     if clip_norm is not None and not clip_norm > 0:
         raise ValueError(f"Trainer.clip_norm must be > 0 or None, got {clip_norm}")
+
+
+def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
+    """`Trainer.jit_compile='auto'`: whether `meta_gradients` (a function of no
+    arguments, changing no state) runs faster compiled by XLA than on TensorFlow's own
+    kernels (oneDNN) on this machine: each traced, then the best of `repeats` calls;
+    the choice and both times are logged to stderr. Which path wins differs between
+    machines and network sizes (docs/BENCHMARKS.md), and the two compute the same
+    meta-gradient up to rounding."""
+    seconds = {}
+    for xla in (True, False):
+        function = tf.function(meta_gradients, jit_compile=xla)
+        function()  # traced (and compiled) before timing
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            tf.nest.map_structure(lambda t: t.numpy(), function())
+            best = min(best, time.perf_counter() - start)
+        seconds[xla] = best
+    xla = seconds[True] < seconds[False]
+    print(
+        f"Trainer.jit_compile='auto': a meta-gradient took {seconds[True]:.4f} s compiled by "
+        f"XLA and {seconds[False]:.4f} s on TensorFlow's kernels; training runs "
+        f"{'with XLA' if xla else 'on TensorFlow' + chr(39) + 's kernels'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return xla
 
 
 def check_replicas(replicas: int, meta_batch_size: int, tasks_per_pass: int | None) -> None:

@@ -57,6 +57,7 @@ from viable_tf.training.settings import (
     check_replicas,
     check_settings,
     check_task_loss,
+    faster_with_xla,
 )
 from viable_tf.training.task_stream import draw_block, tasks_ahead
 
@@ -96,7 +97,8 @@ class Trainer:
         time and summed (None: a replica's whole share at once): peak memory falls
         with it, the update is the same up to rounding (meta_gradient.py;
         `meta_batch_size` must then be a multiple of the replica count).
-      jit_compile: compile the meta-update with XLA (single device only). Every
+      jit_compile: compile the meta-update with XLA (single device only); 'auto': with
+        XLA where a meta-gradient measured at start-up runs faster so (logged). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
       figure_every: log a figure of adapted fits every this many meta-updates (0: never).
@@ -128,7 +130,7 @@ class Trainer:
         summary_every: int = 100,
         draw_ahead: int | None = None,
         tasks_per_pass: int | None = None,
-        jit_compile: bool = True,
+        jit_compile: bool | str = True,
         figure_every: int = 5_000,
         keep_checkpoints: int = 2,
         checkpoint_in_background: bool = True,
@@ -147,6 +149,7 @@ class Trainer:
             tasks_per_pass=tasks_per_pass,
             clip_value=clip_value,
             clip_norm=clip_norm,
+            jit_compile=jit_compile,
         )
         self.strategy = strategy or tf.distribute.get_strategy()
         self.chief = is_chief(self.strategy)
@@ -205,9 +208,18 @@ class Trainer:
             model_dir, chief=self.chief, metric=self.validate.metric
         )
         # XLA compiles single-device training only; multi-device functions run as graphs.
-        self.jit_compile = jit_compile and not distributed
-        #: The compiled chunk: `run_meta_updates` in one call (what benchmarks time).
-        self.train_chunk = tf.function(self.run_meta_updates, jit_compile=self.jit_compile)
+        # 'auto' is measured (and logged) when the chunk is first needed, not here.
+        self.jit_compile = False if distributed else jit_compile
+        self._train_chunk = None
+
+    @property
+    def train_chunk(self):
+        """The compiled chunk: `run_meta_updates` in one call (what benchmarks time)."""
+        if self._train_chunk is None:
+            if self.jit_compile == "auto":
+                self.jit_compile = faster_with_xla(self.meta_gradients)
+            self._train_chunk = tf.function(self.run_meta_updates, jit_compile=self.jit_compile)
+        return self._train_chunk
 
     # -- the compiled part -------------------------------------------------------
 
