@@ -83,10 +83,10 @@ def median_of(call: Callable[[], object], repeats: int, *, warmup: int = 1) -> f
     return statistics.median(times(call, repeats, warmup=warmup))
 
 
-def chunk_rate(trainer, *, steps: int, repeats: int, warmup_steps: int = 100) -> float:
-    """Meta-updates per second of a Trainer's compiled chunk (`train_chunk`) of `steps`
-    meta-updates, best of `repeats` after a warm-up chunk; the trainer must be built with
-    `steps_per_call >= steps`."""
+def chunk_rates(trainer, *, steps: int, repeats: int, warmup_steps: int = 100) -> list[float]:
+    """Meta-updates per second of each of `repeats` calls of a Trainer's compiled chunk
+    (`train_chunk`) of `steps` meta-updates, after a warm-up chunk; the trainer must be
+    built with `steps_per_call >= steps`. Their spread shows how noisy the sitting was."""
     import tensorflow as tf
 
     trainer.train_chunk(tf.constant(warmup_steps))  # trace, compile, warm up
@@ -96,7 +96,12 @@ def chunk_rate(trainer, *, steps: int, repeats: int, warmup_steps: int = 100) ->
         if ran != steps:
             raise ValueError(f"the chunk ran {ran} of {steps} meta-updates: raise steps_per_call")
 
-    return steps / best_of(chunk, repeats, warmup=0)
+    return [steps / seconds for seconds in times(chunk, repeats, warmup=0)]
+
+
+def chunk_rate(trainer, *, steps: int, repeats: int, warmup_steps: int = 100) -> float:
+    """The best of `chunk_rates`: the least disturbed by other work on the machine."""
+    return max(chunk_rates(trainer, steps=steps, repeats=repeats, warmup_steps=warmup_steps))
 
 
 def relviable_sine_rate(
