@@ -10,9 +10,10 @@ Setting of the issue: B = 25 tasks, K = Q = 10, C = 5, one inner step, second
 order; the trainer's own compiled step function (a chunk of meta-updates per
 call, Adam, clipping), so the figure is what training gets. Prints a Markdown
 table; the best of `repeats` timed chunks is reported, after a warm-up chunk
-that also compiles (with `--configs`, beside the slowest: the sitting's spread). With `--configs`, each learner is built from a shipped gin config
+that also compiles. With `--configs`, each learner is built from a shipped gin config
 exactly as viable-train builds it (its activation, init and XLA setting), and the
-table gives the time per meta-update beside the first config's.
+table gives the time per meta-update beside the first config's, and the slowest chunk
+beside the fastest (the sitting's spread).
 """
 
 from __future__ import annotations
