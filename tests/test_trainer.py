@@ -422,6 +422,39 @@ def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path)
     assert points["validation/mse"] == [250, 400]
 
 
+def test_a_figure_drawn_again_with_new_data_has_the_pixels_of_a_fresh_one():
+    """adapted_fits keeps one figure per panel count and replaces its data: what it draws
+    after other data (other scales, limits, title) equals a figure built anew."""
+    import io
+
+    from matplotlib import image
+
+    from viable_tf import plots
+
+    rng = np.random.default_rng(0)
+    x = np.linspace(-5, 5, 100)
+
+    def data(scale, title):
+        curves = [scale * rng.normal(size=(3, 100, 1)) for _ in range(3)]
+        support = [rng.uniform(-5, 5, (3, 10, 1)), scale * rng.normal(size=(3, 10, 1))]
+        return dict(zip(("truth", "unadapted", "adapted"), curves, strict=True)) | {
+            "x": x,
+            "support_x": support[0],
+            "support_y": support[1],
+            "title": title,
+        }
+
+    def pixels(png):
+        return image.imread(io.BytesIO(png), format="png")
+
+    first, second = data(4.0, "step 5000"), data(0.3, "step 10000")
+    plots.adapted_fits(**first)
+    again = pixels(plots.adapted_fits(**second))
+    fresh = pixels(plots._FitsFigure(3).draw(**second))
+    assert again.shape == fresh.shape and np.array_equal(again, fresh)
+    assert not np.array_equal(again, pixels(plots._FitsFigure(3).draw(**first)))
+
+
 def test_figure_worker_draws_in_a_child_process_and_reports_its_errors():
     import functools
 
