@@ -1,13 +1,18 @@
 """LEO's weights for the Omniglot features, searched on meta-validation only (issue 23).
 
     .venv/bin/python tools/leo_search.py --features W/features --work_dir runs/leo_search \
-        [--points 12] [--num_steps 5000] [--setting 20way1shot] [--jobs 2]
+        [--points 12] [--num_steps 5000] [--setting 20way1shot] [--jobs 2] [--beyond_edge]
 
 Draws `points` settings at random (seed 0) from the grid below, trains LEO on each from
 gin/omniglot/leo_<setting>.gin through viable-train (one thread each, `jobs` at a time),
 and prints a Markdown table sorted by the best meta-validation accuracy. Test episodes
 are not looked at: each run's test evaluation is cut to 10 episodes and not reported.
 Rerun to resume: a finished point is read back, not trained again.
+
+`--beyond_edge`: instead, the chosen point (`CHOSEN`, gin/omniglot/leo_weights.gin) and
+its neighbours past the grid's edge, one weight moved at a time (`BEYOND`): where the
+chosen point sits at the grid's largest dropout or learning rate, the grid cannot say
+whether larger ones are better.
 """
 
 from __future__ import annotations
@@ -28,6 +33,22 @@ GRID = {
     "ORTHOGONALITY_PENALTY_WEIGHT": (1e-3, 0.19),
     "ENCODER_PENALTY_WEIGHT": (1e-9, 5.8e-6),
 }
+
+
+#: The point the search chose (gin/omniglot/leo_weights.gin).
+CHOSEN = {
+    "OUTER_LR": 1e-3,
+    "KL_WEIGHT": 0.75,
+    "DROPOUT_RATE": 0.5,
+    "ORTHOGONALITY_PENALTY_WEIGHT": 0.19,
+    "ENCODER_PENALTY_WEIGHT": 1e-9,
+}
+#: Values past the grid's edge, tried one weight at a time from CHOSEN.
+BEYOND = {"OUTER_LR": (2e-3, 3e-3), "KL_WEIGHT": (1.5,), "DROPOUT_RATE": (0.6, 0.7)}
+
+
+def beyond_edge() -> list[dict]:
+    return [CHOSEN] + [{**CHOSEN, key: v} for key, values in BEYOND.items() for v in values]
 
 
 def points(count: int) -> list[dict]:
@@ -88,9 +109,11 @@ def main() -> None:
     parser.add_argument("--num_steps", type=int, default=5000)
     parser.add_argument("--setting", default="20way1shot")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--beyond_edge", action="store_true", help="CHOSEN and past the edge")
     args = parser.parse_args()
+    chosen = beyond_edge() if args.beyond_edge else points(args.points)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda p: train(p, args), points(args.points)))
+        rows = list(pool.map(lambda p: train(p, args), chosen))
     rows.sort(key=lambda row: -row["validation"] if row["validation"] == row["validation"] else 1)
     print(f"LEO, omniglot {args.setting}, {args.num_steps} meta-updates, B = 4; "
           "best meta-validation accuracy (200 episodes)\n")  # fmt: skip
