@@ -66,11 +66,11 @@ class _FitsFigure:
             for line, y in zip(self.lines[i], (truth, unadapted, adapted), strict=True):
                 line.set_data(x, y[i, :, 0])
             self.points[i].set_offsets(np.stack([support_x[i, :, 0], support_y[i, :, 0]], -1))
+            # The limits of this draw's data alone, read back from the artists.
             ax.ignore_existing_data_limits = True
-            ax.update_datalim(np.stack([x, truth[i, :, 0]], -1))
-            for y in (unadapted, adapted):
-                ax.update_datalim(np.stack([x, y[i, :, 0]], -1))
-            ax.update_datalim(np.stack([support_x[i, :, 0], support_y[i, :, 0]], -1))
+            for line in self.lines[i]:
+                ax.update_datalim(line.get_xydata())
+            ax.update_datalim(self.points[i].get_offsets())
             ax.autoscale_view()
         self.title.set_text(title)
         return to_png(self.figure)
