@@ -15,9 +15,9 @@ computed over 1, 2, 4 or all B tasks at a time (`Trainer.tasks_per_pass`): secon
 per meta-update and peak memory.
 
 `--cpu_limit`: the CPU limit of the shipped relVIABLE (ReLU) per setting (default
-5w5s,20w1s), one meta-update on each path (oneDNN float32, XLA float32, oneDNN with
-bfloat16 pair layers): its FLOPs, counted from the traced graph (2 M N K for every
-MatMul / BatchMatMul; the graph is flat and every shape static) and checked against
+5w5s,20w1s), one meta-update on each path of `--modes` (`MODES`): its FLOPs, counted
+from the traced graph (2 M N K for every MatMul / BatchMatMul; the graph is flat and
+every shape static) and checked against
 TensorFlow's own profiler (`tf.compat.v1.profiler`, float_operation, which also counts
 element-wise ops), over its median time; beside the best of 2 x `repeats` bare matmuls
 of its largest shape ([B P, 1500] x [1500, 1500], P ordered pairs per task) in float32
@@ -266,9 +266,7 @@ def cpu_limit_table(settings: list[str], batch_size: int, repeats: int) -> None:
         def shares(rate, best=best):
             return f"{rate / best['float32']:.0%} | {rate / best['bfloat16']:.0%}"
 
-        paths = {"oneDNN": (False, "float32"), "XLA": (True, "float32")}
-        paths["bfloat16 pair layers, oneDNN"] = (False, "bfloat16")
-        for label, (xla, dtype) in paths.items():
+        for label, (xla, dtype) in MODES.items():  # the paths --modes times
             learner = make_learner("relviable", ways, compute_dtype=dtype)
             step = meta_update_fn(learner, jit_compile=xla)
             seconds = median_of(lambda step=step, batch=batch: float(step(batch)), repeats)

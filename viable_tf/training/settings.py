@@ -67,10 +67,10 @@ def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
             best = min(best, time.perf_counter() - start)
         seconds[xla] = best
     xla = seconds[True] < seconds[False]
+    choice = "with XLA" if xla else "on TensorFlow's kernels"
     print(
         f"Trainer.jit_compile='auto': a meta-gradient took {seconds[True]:.4f} s compiled by "
-        f"XLA and {seconds[False]:.4f} s on TensorFlow's kernels; training runs "
-        f"{'with XLA' if xla else 'on TensorFlow' + chr(39) + 's kernels'}",
+        f"XLA and {seconds[False]:.4f} s on TensorFlow's kernels; training runs {choice}",
         file=sys.stderr,
         flush=True,
     )
