@@ -310,6 +310,69 @@ def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_cl
         PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, normalize_features=True)
 
 
+def test_the_context_scales_the_skipped_inputs_per_task():
+    """context_scales_inputs=True: the features are [x * (1 + phi W_s); s relu(h)]. At
+    phi_0 = 0 they are the features without it, exactly (same weights); at another phi
+    they match NumPy, per task weights (MAML's form) too; CAVIA's inner loop moves phi
+    and so the predictions, and W_s gets a meta-gradient."""
+    keras.utils.set_random_seed(6)
+    kw = dict(input_dim=D, output_dim=N, context_dim=8, hidden_units=(24,), output_layer=False)
+    kw["skip_inputs"] = True
+    scaled = PredictionNetwork(context_scales_inputs=True, normalize_features=True, **kw)
+    plain = PredictionNetwork(normalize_features=True, **kw)
+    for weight, source in zip(plain.params, scaled.params, strict=False):
+        weight.assign(source)
+    batch = _episodes()
+    x = batch.support_x
+    zero = tf.zeros([x.shape[0], 8])
+    np.testing.assert_array_equal(scaled(x, zero).numpy(), plain(x, zero).numpy())
+    phi = np.random.default_rng(1).normal(size=(x.shape[0], 8)).astype("float32")
+    raw = PredictionNetwork(context_scales_inputs=True, **kw)
+    for weight, source in zip(raw.params, scaled.params, strict=True):
+        weight.assign(source)
+    gamma = 1.0 + phi @ scaled.kernel_input_scale.numpy()  # [B, D]
+    got = raw(x, tf.constant(phi)).numpy()
+    np.testing.assert_allclose(got[..., :D], x.numpy() * gamma[:, None, :], rtol=1e-5, atol=1e-6)
+    hidden = PredictionNetwork(**kw)
+    for weight, source in zip(hidden.params, raw.params, strict=False):
+        weight.assign(source)
+    np.testing.assert_array_equal(got[..., D:], hidden(x, tf.constant(phi)).numpy()[..., D:])
+    per_task = [tf.repeat(tf.convert_to_tensor(w)[None], x.shape[0], 0) for w in raw.params]
+    np.testing.assert_allclose(
+        raw.forward(per_task, x, tf.constant(phi)).numpy(), got, rtol=1e-5, atol=1e-6
+    )
+
+    learner = CAVIA(
+        input_dim=D,
+        output_dim=N,
+        context_dim=8,
+        num_inner_steps=2,
+        task_loss="cross_entropy",
+        head="prototypes",
+        head_temperature=0.1,
+        network=lambda **k: PredictionNetwork(
+            hidden_units=(24,),
+            skip_inputs=True,
+            normalize_features=True,
+            context_scales_inputs=True,
+            **k,
+        ),
+    )
+    with tf.GradientTape() as tape:
+        state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        logits = learner.predict(state, batch.query_x)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(batch.query_y, logits))
+    start = learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
+    assert np.abs(state[0].numpy()).max() > 1e-3  # phi moved
+    assert np.abs(logits.numpy() - learner.predict(start, batch.query_x).numpy()).max() > 1e-4
+    (grad,) = tape.gradient(loss, [learner.network.kernel_input_scale])
+    assert grad is not None and np.abs(grad.numpy()).max() > 0
+    for bad in (dict(skip_inputs=False), dict(context_dim=0)):
+        args = {**kw, **bad}
+        with pytest.raises(ValueError, match="context_scales_inputs=True scales the skipped"):
+            PredictionNetwork(context_scales_inputs=True, **args)
+
+
 def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     keras.utils.set_random_seed(4)
     common = dict(

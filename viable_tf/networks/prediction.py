@@ -23,6 +23,11 @@ features to add. (Not at 0: s enters the head's logits squared, so its gradient 
 exactly zero and it would never move.) With `normalize_features=True` the features are
 l2-normalised last (a cosine space: the prototype head's squared distances lie in [0, 4],
 so its softmax stays soft under a temperature below 1 and the inner loop keeps a gradient).
+With `context_scales_inputs=True` (and `skip_inputs`) the task context also scales the
+input beside the hidden layer dimension by dimension, [x * (1 + phi W_s); s * relu(h)]
+(FiLM's gamma, as CAVIA conditions its classifier's features on phi), W_s [C, D]
+meta-learned: at phi_0 = 0 the features are unchanged, and adapting phi re-weights the
+input's dimensions per task (a task-specific metric under the prototype head).
 
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
@@ -66,7 +71,9 @@ class PredictionNetwork(keras.layers.Layer):
 
     Weights, in order (the `params` list of `forward`): first layer
     `kernel_x` [D, H], `kernel_context` [C, H] (only if C > 0), `bias` [H]; then a
-    `kernel` [H, H'] and `bias` [H'] per further layer, the last one to Y outputs.
+    `kernel` [H, H'] and `bias` [H'] per further layer, the last one to Y outputs;
+    then `feature_scale` [1] (`skip_inputs`) and `kernel_input_scale` [C, D]
+    (`context_scales_inputs`).
     """
 
     def __init__(
@@ -82,6 +89,7 @@ class PredictionNetwork(keras.layers.Layer):
         output_layer: bool = True,
         skip_inputs: bool = False,
         normalize_features: bool = False,
+        context_scales_inputs: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -104,6 +112,13 @@ class PredictionNetwork(keras.layers.Layer):
         if normalize_features and output_layer:
             raise ValueError("normalize_features=True is for a network without its output layer")
         self.normalize_features = bool(normalize_features)
+        if context_scales_inputs and not (skip_inputs and context_dim):
+            raise ValueError(
+                "context_scales_inputs=True scales the skipped input by the context: it needs "
+                f"skip_inputs=True and context_dim >= 1, got skip_inputs={skip_inputs}, "
+                f"context_dim={context_dim}"
+            )
+        self.context_scales_inputs = bool(context_scales_inputs)
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -158,6 +173,13 @@ class PredictionNetwork(keras.layers.Layer):
                 initializer=keras.initializers.Constant(SKIP_SCALE_INIT),
                 name="feature_scale",
             )
+        if self.context_scales_inputs:
+            self._param_names.append("kernel_input_scale")
+            self.kernel_input_scale = self.add_weight(
+                shape=(self.context_dim, self.input_dim),
+                initializer=self._kernel_init(self.context_dim, self.input_dim),
+                name="kernel_input_scale",
+            )
         self.built = True
 
     def _kernel_init(self, fan_in: int, fan_out: int):
@@ -200,6 +222,7 @@ class PredictionNetwork(keras.layers.Layer):
           network built without its output layer.
         """
         params = list(params)
+        input_scale = params.pop() if self.context_scales_inputs else None  # [C, D] or [B, C, D]
         scale = params.pop() if self.skip_inputs else None  # [1] or per task [B, 1]
         h = _dense(x, params.pop(0))  # [B, P, H]
         if self.context_dim:
@@ -220,6 +243,12 @@ class PredictionNetwork(keras.layers.Layer):
             h = tf.nn.relu(h)  # [B, P, H]
         if scale is not None:
             scale = scale if len(scale.shape) == 1 else scale[:, None, :]
+            if input_scale is not None:
+                if len(input_scale.shape) == 2:
+                    gamma = 1.0 + tf.matmul(context, input_scale)  # [B, D]
+                else:
+                    gamma = 1.0 + tf.einsum("bc,bcd->bd", context, input_scale)  # [B, D]
+                x = x * gamma[:, None, :]  # [B, P, D]
             h = tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
         if self.normalize_features:
             h = tf.math.l2_normalize(h, axis=-1, epsilon=NORMALIZE_EPSILON)
@@ -238,6 +267,7 @@ class PredictionNetwork(keras.layers.Layer):
             output_layer=self.output_layer,
             skip_inputs=self.skip_inputs,
             normalize_features=self.normalize_features,
+            context_scales_inputs=self.context_scales_inputs,
         )
         return config
 
