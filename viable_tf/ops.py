@@ -55,3 +55,25 @@ def masked_mean(values: tf.Tensor, mask: tf.Tensor, axis: int | tuple[int, ...])
     total = tf.reduce_sum(tf.where(mask > 0, values, tf.zeros_like(values)), axis=axis)
     count = tf.reduce_sum(mask, axis=axis)
     return total / tf.maximum(count, 1.0)
+
+
+@tf.custom_gradient
+def relu(x: tf.Tensor):
+    """max(x, 0), as `tf.nn.relu`, with its gradient written as a select on x > 0.
+
+    The value and the gradient are ReLU's (the gradient is 0 at x = 0, as `ReluGrad`'s).
+    What differs is the second derivative's graph. Differentiating TensorFlow's
+    `ReluGrad` again yields, besides the masked cotangent, a `zeros_like(x)` for the
+    pre-activations, and XLA then keeps every product that this zero flows through: in
+    a meta-gradient (second order through the inner loop) each hidden layer costs one
+    activation-gradient matmul and one weight-gradient matmul that contribute nothing.
+    A select has no gradient with respect to its condition, so here there is no such
+    zero: relVIABLE's chunk on sine has 6 pair-layer matmuls and 2 weight-gradient
+    matmuls per hidden layer pair (JAX's count) instead of 8 and 4
+    (docs/BENCHMARKS.md, "ReLU's second derivative").
+    """
+
+    def gradient(upstream: tf.Tensor) -> tf.Tensor:
+        return tf.where(x > 0, upstream, tf.zeros_like(upstream))
+
+    return tf.nn.relu(x), gradient

@@ -49,6 +49,7 @@ import math
 import keras
 import tensorflow as tf
 
+from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners.base import Learner, State
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
@@ -237,8 +238,8 @@ class LEO(Learner):
         latents = self.num_latents
         first = tf.matmul(codes, self.relation_0[:latents])  # [B, K, 2L]
         second = tf.matmul(codes, self.relation_0[latents:])
-        hidden = tf.nn.relu(first[:, :, None, :] + second[:, None, :, :])  # [B, K, K, 2L]
-        hidden = tf.nn.relu(tf.matmul(hidden, self.relation_1))
+        hidden = ops.relu(first[:, :, None, :] + second[:, None, :, :])  # [B, K, K, 2L]
+        hidden = ops.relu(tf.matmul(hidden, self.relation_1))
         pairs = tf.matmul(hidden, self.relation_2)  # [B, K, K, 2L], last layer linear
         pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
         return masked_mean(pairs, pair_mask[..., None], axis=2)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from viable_tf import hardware
+from viable_tf import hardware, ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
 from viable_tf.ops import masked_mean
@@ -75,11 +75,14 @@ class _LossNetwork(keras.layers.Layer):
         self.hidden_units = _validate(hidden_units)
         self.init = initializers.check_init(init)
         self.activation = keras.activations.get(activation)
+        # ReLU as ops.relu: the same values and gradients, a cheaper second derivative.
+        self._activate = ops.relu if activation == "relu" else self.activation
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
         # Attributes, not a list, so that tf.train.Checkpoint tracks them.
         for i, (fan_in, units) in enumerate(itertools.pairwise(self.hidden_units), 1):
-            setattr(self, f"hidden_{i}", self._dense(units, fan_in, self.activation, f"hidden_{i}"))
+            # The activation is applied in _tail (self._activate), not by the layer.
+            setattr(self, f"hidden_{i}", self._dense(units, fan_in, None, f"hidden_{i}"))
         # No bias: it would get no meta-gradient (see module docstring).
         self._output = self._dense(
             1, self.hidden_units[-1], self.output_activation, "output", use_bias=False
@@ -113,9 +116,9 @@ class _LossNetwork(keras.layers.Layer):
     def _tail(self, hidden: tf.Tensor) -> tf.Tensor:
         """First-layer pre-activations [..., H] -> one number per point or pair [...],
         float32 whatever the compute dtype."""
-        h = self.activation(hidden)
+        h = self._activate(hidden)
         for layer in self._hidden:
-            h = layer(h)
+            h = self._activate(layer(h))
         return tf.cast(tf.squeeze(self._output(h), -1), tf.float32)
 
     def get_config(self) -> dict:

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
 
@@ -236,11 +237,11 @@ class PredictionNetwork(keras.layers.Layer):
             h += context_term[:, None, :]  # [B, P, H]
         h = _add_bias(h, params.pop(0))
         for _ in self.hidden_units[: None if self.output_layer else -1]:
-            h = tf.nn.relu(h)
+            h = ops.relu(h)
             kernel, bias = params.pop(0), params.pop(0)
             h = _add_bias(_dense(h, kernel), bias)
         if not self.output_layer:
-            h = tf.nn.relu(h)  # [B, P, H]
+            h = ops.relu(h)  # [B, P, H]
         if scale is not None:
             scale = scale if len(scale.shape) == 1 else scale[:, None, :]
             if input_scale is not None:

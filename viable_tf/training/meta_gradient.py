@@ -32,7 +32,13 @@ def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
     with tf.GradientTape() as tape:
         loss, metrics = learner.meta_loss(batch)
         loss = loss * weight
+    # A weight the meta-loss does not reach (a ReLU loss network's biases: SPEC §3.1)
+    # gets an exact zero, not None.
     grads = tape.gradient(loss, variables)
+    grads = [
+        tf.zeros(v.shape, v.dtype) if g is None else g
+        for g, v in zip(grads, variables, strict=True)
+    ]
     return loss, metrics.get("inner_loss_pre", tf.constant(0.0)) * weight, grads
 
 
