@@ -42,3 +42,14 @@ def run_cli(monkeypatch, capsys):
         return exit_info.value.code, capsys.readouterr()
 
     return run
+
+
+def unreached_by_design(learner) -> set[int]:
+    """ids of the weights no meta-gradient reaches: a ReLU loss network's biases
+    (SPEC §3.1: d Lhat / d phi depends on them only through which units are on, and
+    ops.relu's gradient is a select on that). tape.gradient gives them None."""
+    loss_network = getattr(learner, "loss_network", None)
+    activation = getattr(getattr(loss_network, "activation", None), "__name__", None)
+    if activation != "relu" or not hasattr(loss_network, "_tail"):
+        return set()
+    return {id(v) for v in loss_network.trainable_variables if "bias" in v.path}
