@@ -48,8 +48,11 @@ def unreached_by_design(learner) -> set[int]:
     """ids of the weights no meta-gradient reaches: a ReLU loss network's biases
     (SPEC §3.1: d Lhat / d phi depends on them only through which units are on, and
     ops.relu's gradient is a select on that). tape.gradient gives them None."""
+    from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+
     loss_network = getattr(learner, "loss_network", None)
-    activation = getattr(getattr(loss_network, "activation", None), "__name__", None)
-    if activation != "relu" or not hasattr(loss_network, "_tail"):
+    if not isinstance(loss_network, (SimpleLossNetwork, RelationLossNetwork)):
+        return set()
+    if loss_network.activation.__name__ != "relu":
         return set()
     return {id(v) for v in loss_network.trainable_variables if "bias" in v.path}

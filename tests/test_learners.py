@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import unreached_by_design
 
 from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
@@ -113,16 +114,11 @@ def test_every_weight_gets_a_meta_gradient(make_learner):
         expected += len(loss_network.trainable_variables)
     assert len(learner.trainable_variables) == expected
     grads = _meta_gradients(learner, _batch(num_tasks=10))
-    relu_biases = isinstance(loss_network, (SimpleLossNetwork, RelationLossNetwork)) and (
-        loss_network.activation.__name__ == "relu"
-    )
-    # No path at all (None) is the exact zero for a ReLU loss network's biases: the
-    # inner gradient meets them only through ops.relu's select on x > 0.
-    missing = [
-        path
-        for path, grad in grads.items()
-        if grad is None and not (relu_biases and "bias" in path and "loss_network" in path)
-    ]
+    ids = unreached_by_design(learner)
+    unreached = {v.path for v in learner.trainable_variables if id(v) in ids}
+    for path in unreached:  # no path at all: the exact zero of a ReLU loss network's biases
+        assert grads[path] is None, path
+    missing = [path for path, grad in grads.items() if grad is None and path not in unreached]
     assert not missing, f"no meta-gradient reaches {missing}"
     grads = {p: tf.zeros(1) if g is None else g for p, g in grads.items()}
     scale = max(float(np.max(np.abs(g.numpy()))) for g in grads.values())
