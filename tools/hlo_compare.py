@@ -1,7 +1,8 @@
 """What XLA is given: our compiled chunk's optimised HLO beside the JAX peer's, counted.
 
     .venv/bin/python tools/hlo_compare.py --jax_python ../jaxenv/bin/python \
-        [--peer ../shared/peers/jax_cavia.py] [--method cavia|relviable] [--dump_dir DIR]
+        [--peer ../shared/peers/jax_cavia.py] [--method cavia|relviable] [--config GIN]
+        [--dump_dir DIR]
 
 Our side: the shipped sine config (`sine/cavia.gin`, or `sine/relviable_relu.gin`, the
 peer's architecture), the trainer's chunk (`Trainer.train_chunk`) as XLA optimises it
@@ -86,7 +87,11 @@ def jax_hlo(python: str, peer: str, method: str, out: str) -> str:
     return result.stdout.strip()
 
 
-def our_hlo(method: str, out: str) -> str:
+#: Our config for each of the peer's methods: the peer's architecture.
+CONFIGS = {"cavia": "sine/cavia.gin", "relviable": "sine/relviable_relu.gin"}
+
+
+def our_hlo(name: str, out: str) -> str:
     """Writes our chunk's optimised HLO to `out`; TensorFlow's version."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import gin
@@ -95,7 +100,6 @@ def our_hlo(method: str, out: str) -> str:
     from viable_tf import config
     from viable_tf.training import Trainer
 
-    name = {"cavia": "sine/cavia.gin", "relviable": "sine/relviable_relu.gin"}[method]
     gin.clear_config()
     config.parse([name], ["Trainer.steps_per_call=3000", "Trainer.show_progress=False"])
     with tempfile.TemporaryDirectory() as model_dir:
@@ -140,6 +144,7 @@ def main() -> None:
         "--peer", default=os.path.join(REPO, "..", "shared", "peers", "jax_cavia.py")
     )
     parser.add_argument("--method", default="cavia", choices=("cavia", "relviable"))
+    parser.add_argument("--config", default=None, help="our gin config (default: CONFIGS)")
     parser.add_argument("--dump_dir", default=None, help="where the two HLO texts are written")
     args = parser.parse_args()
     dump = args.dump_dir or tempfile.mkdtemp(prefix="hlo-")
@@ -147,12 +152,16 @@ def main() -> None:
     ours_path = os.path.join(dump, f"ours_{args.method}.hlo")
     peer_path = os.path.join(dump, f"peer_{args.method}.hlo")
     jax_version = jax_hlo(args.jax_python, args.peer, args.method, peer_path)
-    tf_version = our_hlo(args.method, ours_path)
+    ours_name = args.config or CONFIGS[args.method]
+    tf_version = our_hlo(ours_name, ours_path)
     with open(ours_path) as f:
         ours = hlo_counts(f.read())
     with open(peer_path) as f:
         peer = hlo_counts(f.read())
-    print(f"{args.method}: TensorFlow {tf_version} vs JAX {jax_version}; HLO in {dump}\n")
+    print(
+        f"{ours_name} (TensorFlow {tf_version}) vs {os.path.basename(args.peer)} {args.method} "
+        f"(JAX {jax_version}); HLO in {dump}\n"
+    )
     print(table(ours, peer))
     with open(os.path.join(dump, f"counts_{args.method}.json"), "w") as f:
         json.dump({"ours": ours, "peer": peer}, f, indent=1)

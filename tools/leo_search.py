@@ -1,7 +1,8 @@
 """LEO's weights for the Omniglot features, searched on meta-validation only (issue 23).
 
     .venv/bin/python tools/leo_search.py --features W/features --work_dir runs/leo_search \
-        [--points 12] [--num_steps 5000] [--setting 20way1shot] [--jobs 2] [--beyond_edge]
+        [--points 12] [--num_steps 5000] [--setting 20way1shot] [--jobs 2] \
+        [--beyond_edge | --inner]
 
 Draws `points` settings at random (seed 0) from the grid below, trains LEO on each from
 gin/omniglot/leo_<setting>.gin through viable-train (one thread each, `jobs` at a time),
@@ -13,6 +14,10 @@ Rerun to resume: a finished point is read back, not trained again.
 its neighbours past the grid's edge, one weight moved at a time (`BEYOND`): where the
 chosen point sits at the grid's largest dropout or learning rate, the grid cannot say
 whether larger ones are better.
+
+`--inner`: the chosen point and, one at a time, the parts of LEO the grid held at the public
+code's values (`INNER`): the initial fine-tuning and latent rates (both meta-learned from
+there), the number of fine-tuning and latent steps, the number of latents.
 """
 
 from __future__ import annotations
@@ -47,8 +52,24 @@ CHOSEN = {
 BEYOND = {"OUTER_LR": (2e-3, 3e-3), "KL_WEIGHT": (1.5,), "DROPOUT_RATE": (0.6, 0.7)}
 
 
+#: The inner loop's settings (the public code's: FINETUNING_LR 0.001, LATENT_LR 1.0, 5 + 5
+#: steps, 64 latents), tried one at a time from CHOSEN.
+INNER = {
+    "FINETUNING_LR": (0.01, 0.1, 1.0),
+    "LATENT_LR": (0.3, 3.0),
+    "FINETUNING_STEPS": (10,),
+    "LATENT_STEPS": (10,),
+    "NUM_LATENTS": (128,),
+}
+
+
+def one_at_a_time(moves: dict) -> list[dict]:
+    """CHOSEN, then CHOSEN with one of `moves`' settings changed, each of its values."""
+    return [CHOSEN] + [{**CHOSEN, key: v} for key, values in moves.items() for v in values]
+
+
 def beyond_edge() -> list[dict]:
-    return [CHOSEN] + [{**CHOSEN, key: v} for key, values in BEYOND.items() for v in values]
+    return one_at_a_time(BEYOND)
 
 
 def points(count: int) -> list[dict]:
@@ -57,7 +78,9 @@ def points(count: int) -> list[dict]:
 
 
 def name(point: dict) -> str:
-    return "_".join(f"{key.split('_')[0].lower()}{value:g}" for key, value in point.items())
+    """The point's folder: GRID's settings by their first word, the others in full."""
+    words = {key: key.split("_")[0].lower() if key in GRID else key.lower() for key in point}
+    return "_".join(f"{words[key]}{value:g}" for key, value in point.items())
 
 
 def train(point: dict, args: argparse.Namespace) -> dict:
@@ -109,18 +132,26 @@ def main() -> None:
     parser.add_argument("--num_steps", type=int, default=5000)
     parser.add_argument("--setting", default="20way1shot")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--beyond_edge", action="store_true", help="CHOSEN and past the edge")
+    study = parser.add_mutually_exclusive_group()
+    study.add_argument("--beyond_edge", action="store_true", help="CHOSEN and past the edge")
+    study.add_argument("--inner", action="store_true", help="CHOSEN and the inner loop's moves")
     args = parser.parse_args()
-    chosen = beyond_edge() if args.beyond_edge else points(args.points)
+    if args.beyond_edge:
+        chosen = beyond_edge()
+    elif args.inner:
+        chosen = one_at_a_time(INNER)
+    else:
+        chosen = points(args.points)
+    columns = list(dict.fromkeys(key for point in chosen for key in point))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda p: train(p, args), chosen))
     rows.sort(key=lambda row: -row["validation"] if row["validation"] == row["validation"] else 1)
     print(f"LEO, omniglot {args.setting}, {args.num_steps} meta-updates, B = 4; "
           "best meta-validation accuracy (200 episodes)\n")  # fmt: skip
-    print("| " + " | ".join([*GRID, "validation (%)", "best at"]) + " |")
-    print("|" + "---:|" * (len(GRID) + 2))
+    print("| " + " | ".join([*columns, "validation (%)", "best at"]) + " |")
+    print("|" + "---:|" * (len(columns) + 2))
     for row in rows:
-        cells = [f"{row[key]:g}" for key in GRID]
+        cells = [f"{row[key]:g}" for key in columns]
         accuracy = "NaN loss" if row["best_at"] == "diverged" else f"{100 * row['validation']:.1f}"
         cells += [accuracy, str(row["best_at"])]
         print("| " + " | ".join(cells) + " |")
