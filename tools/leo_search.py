@@ -52,8 +52,15 @@ CHOSEN = {
 BEYOND = {"OUTER_LR": (2e-3, 3e-3), "KL_WEIGHT": (1.5,), "DROPOUT_RATE": (0.6, 0.7)}
 
 
-#: The inner loop's settings (the public code's: FINETUNING_LR 0.001, LATENT_LR 1.0, 5 + 5
-#: steps, 64 latents), tried one at a time from CHOSEN.
+#: The inner loop's settings at the public code's values (gin/classification/leo.gin).
+INNER_DEFAULTS = {
+    "FINETUNING_LR": 0.001,
+    "LATENT_LR": 1.0,
+    "FINETUNING_STEPS": 5,
+    "LATENT_STEPS": 5,
+    "NUM_LATENTS": 64,
+}
+#: Those settings' other values, tried one at a time from CHOSEN.
 INNER = {
     "FINETUNING_LR": (0.01, 0.1, 1.0),
     "LATENT_LR": (0.3, 3.0),
@@ -151,7 +158,7 @@ def main() -> None:
     print("| " + " | ".join([*columns, "validation (%)", "best at"]) + " |")
     print("|" + "---:|" * (len(columns) + 2))
     for row in rows:
-        cells = [f"{row[key]:g}" for key in columns]
+        cells = [f"{row.get(key, INNER_DEFAULTS.get(key)):g}" for key in columns]
         accuracy = "NaN loss" if row["best_at"] == "diverged" else f"{100 * row['validation']:.1f}"
         cells += [accuracy, str(row["best_at"])]
         print("| " + " | ".join(cells) + " |")
