@@ -2,9 +2,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from tolerances import EPS32, assert_within_ulps
+from tolerances import assert_within_ulps
 
-from viable_tf import hardware, ops
+from viable_tf import hardware
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 
 
@@ -160,52 +160,6 @@ def _relviable_meta_gradients(compute_dtype="float32", jit_compile=False):
 
     loss, grads = gradients()
     return float(loss), [g.numpy() for g in grads], learner
-
-
-@pytest.mark.float_sensitive
-def test_tanh_is_tensorflows_outside_xla_and_within_ulps_of_tanh_inside():
-    """ops.tanh: `tf.math.tanh` bit for bit in graph and eager mode. Under XLA (expm1):
-    the value within k = 16 ulps of float64's tanh, of each entry's own size (XLA's own
-    tanh is within 5; measured at most 4.7 on an AMD EPYC), and the first and second
-    derivatives within 16 ulps of their largest size (both are formulas in the output,
-    1 - y^2 and -2y(1 - y^2), which lose relative precision where y is near +-1, for
-    TensorFlow's tanh too); 0, +-1 at +-inf and NaN are kept."""
-    grid = np.concatenate(
-        [np.linspace(-12, 12, 24001), np.logspace(-8, 1, 500), -np.logspace(-8, 1, 500)]
-    ).astype(np.float32)
-    x = tf.constant(np.concatenate([grid, [0.0, np.inf, -np.inf, np.nan]]).astype(np.float32))
-
-    def value_and_derivatives(v):
-        with tf.GradientTape() as outer:
-            outer.watch(v)
-            with tf.GradientTape() as inner:
-                inner.watch(v)
-                y = ops.tanh(v)
-            dy = inner.gradient(y, v)
-        return y, dy, outer.gradient(dy, v)
-
-    y_graph = tf.function(value_and_derivatives, jit_compile=False)(x)
-    with tf.GradientTape() as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = tf.math.tanh(x)
-        dy = inner.gradient(y, x)
-    reference = (y, dy, outer.gradient(dy, x))
-    for ours, theirs in zip(y_graph, reference, strict=True):  # the same kernels: exact
-        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    np.testing.assert_array_equal(ops.tanh(x).numpy(), tf.math.tanh(x).numpy())  # eager
-
-    y, dy, d2y = (t.numpy().astype(np.float64) for t in tf.function(
-        value_and_derivatives, jit_compile=True)(x))  # fmt: skip
-    t = np.tanh(grid.astype(np.float64))
-    n = grid.size
-    sized = t != 0
-    error = np.abs(y[:n][sized] - t[sized]) / (EPS32 * np.abs(t[sized]))
-    assert error.max() <= 16, f"tanh: {error.max():.1f} ulps of the entry"
-    assert_within_ulps(dy[:n], 1 - t**2, 16, what="tanh'")
-    assert_within_ulps(d2y[:n], -2 * t * (1 - t**2), 16, what="tanh''")
-    assert y[n] == 0.0 and y[n + 1] == 1.0 and y[n + 2] == -1.0 and np.isnan(y[n + 3])
 
 
 @pytest.mark.float_sensitive

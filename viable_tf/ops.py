@@ -77,33 +77,3 @@ def relu(x: tf.Tensor):
         return tf.where(x > 0, upstream, tf.zeros_like(upstream))
 
     return tf.nn.relu(x), gradient
-
-
-def tanh(x: tf.Tensor) -> tf.Tensor:
-    """tanh(x): `tf.math.tanh`, except inside an XLA compilation, where it is computed
-    from expm1, which XLA vectorises.
-
-    On the CPU, the XLA of TensorFlow 2.21 (and of JAX 0.10) evaluates its tanh
-    instruction an element at a time: on relVIABLE's pair activations [25, 10, 10, 32]
-    it costs 7-8x a multiply, where TensorFlow's own kernel (Eigen, vectorised) costs
-    under 2x (docs/BENCHMARKS.md, "tanh under XLA"). Inside XLA this is
-    sign(x) (-t / (2 + t)) with t = expm1(-2|x|) in (-1, 0]: exact at 0 and +-inf, no
-    overflow, within 5 ulps of the true tanh like XLA's own (never the same bits). The
-    gradient is TensorFlow's (`TanhGrad` of the output), so its derivatives of every
-    order are tanh's. Outside XLA (graph, eager, an export for serving) this is
-    `tf.math.tanh` itself, bit for bit.
-    """
-    if tf.__internal__.get_enclosing_xla_context() is None:
-        return tf.math.tanh(x)
-    return _tanh_from_expm1(x)
-
-
-@tf.custom_gradient
-def _tanh_from_expm1(x: tf.Tensor):
-    t = tf.math.expm1(-2.0 * tf.abs(x))  # in (-1, 0]
-    y = tf.math.sign(x) * (-t / (2.0 + t))
-
-    def gradient(upstream: tf.Tensor) -> tf.Tensor:
-        return tf.raw_ops.TanhGrad(y=y, dy=upstream)
-
-    return y, gradient

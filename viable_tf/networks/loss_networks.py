@@ -75,9 +75,8 @@ class _LossNetwork(keras.layers.Layer):
         self.hidden_units = _validate(hidden_units)
         self.init = initializers.check_init(init)
         self.activation = keras.activations.get(activation)
-        # ReLU as ops.relu: the same values and gradients, a cheaper second derivative;
-        # tanh as ops.tanh: vectorised under XLA.
-        self._activate = {"relu": ops.relu, "tanh": ops.tanh}.get(activation, self.activation)
+        # ReLU as ops.relu: the same values and gradients, a cheaper second derivative.
+        self._activate = ops.relu if activation == "relu" else self.activation
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
         # Attributes, not a list, so that tf.train.Checkpoint tracks them.
