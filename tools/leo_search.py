@@ -23,11 +23,13 @@ there), the number of fine-tuning and latent steps, the number of latents.
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import itertools
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -52,15 +54,8 @@ CHOSEN = {
 BEYOND = {"OUTER_LR": (2e-3, 3e-3), "KL_WEIGHT": (1.5,), "DROPOUT_RATE": (0.6, 0.7)}
 
 
-#: The inner loop's settings at the public code's values (gin/classification/leo.gin).
-INNER_DEFAULTS = {
-    "FINETUNING_LR": 0.001,
-    "LATENT_LR": 1.0,
-    "FINETUNING_STEPS": 5,
-    "LATENT_STEPS": 5,
-    "NUM_LATENTS": 64,
-}
-#: Those settings' other values, tried one at a time from CHOSEN.
+#: The inner loop's settings (the public code's in gin/classification/leo.gin) at other
+#: values, tried one at a time from CHOSEN.
 INNER = {
     "FINETUNING_LR": (0.01, 0.1, 1.0),
     "LATENT_LR": (0.3, 3.0),
@@ -118,10 +113,21 @@ def train(point: dict, args: argparse.Namespace) -> dict:
     with open(results) as f:
         record = json.load(f)
     return {
+        **_macros(model_dir),
         **point,
         "validation": record["best_validation_accuracy"],
         "best_at": record["checkpoint_step"],
     }
+
+
+def _macros(model_dir: str) -> dict:
+    """The gin macros a finished run used, from its operative config: the table shows
+    the values a point kept (the config's) beside those it set."""
+    with open(os.path.join(model_dir, "operative_config.gin")) as f:
+        text = f.read()
+    block = text.split("# Macros:", 1)[-1].split("# Parameters", 1)[0]
+    pairs = re.findall(r"^([A-Z][A-Z0-9_]*) = (.+)$", block, flags=re.MULTILINE)
+    return {key: ast.literal_eval(value) for key, value in pairs}
 
 
 def _diverged(log_path: str) -> bool:
@@ -158,7 +164,7 @@ def main() -> None:
     print("| " + " | ".join([*columns, "validation (%)", "best at"]) + " |")
     print("|" + "---:|" * (len(columns) + 2))
     for row in rows:
-        cells = [f"{row.get(key, INNER_DEFAULTS.get(key)):g}" for key in columns]
+        cells = [f"{row[key]:g}" if key in row else "?" for key in columns]
         accuracy = "NaN loss" if row["best_at"] == "diverged" else f"{100 * row['validation']:.1f}"
         cells += [accuracy, str(row["best_at"])]
         print("| " + " | ".join(cells) + " |")
