@@ -9,6 +9,8 @@ import subprocess
 import pytest
 from worker_harness import ENV, REPO, _train_command
 
+from viable_tf.cli import train as train_cli
+
 #: Each update agrees to a few ulps (above), but 200 Adam updates amplify those last
 #: bits: measured 1e-5 to 1.5e-4 relative on the three float paths of an AMD EPYC
 #: (docs/TESTING.md). Same seed means the same tasks and initial weights exactly, and
@@ -17,23 +19,30 @@ TRAJECTORY_RTOL = 2e-3
 
 
 @pytest.mark.float_sensitive
-def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(tmp_path):
+def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(
+    tmp_path, run_cli, monkeypatch
+):
     """One random stream per seed: 200 meta-updates of seed 3, XLA-compiled on one device
     and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE to rounding
-    amplified by training (TRAJECTORY_RTOL)."""
+    amplified by training (TRAJECTORY_RTOL). The one-device run trains in this process
+    (a TensorFlow start fewer); the mirrored one needs its own, for its logical devices."""
     params = ("NUM_STEPS=200", "Trainer.eval_every=100", "SEED=3")
-    records = {}
-    for name, extra in (("single", ()), ("mirrored", ("STRATEGY='mirrored'", "LOGICAL_CPUS=2"))):
-        result = subprocess.run(
-            _train_command(tmp_path / name, *params, *extra),
-            cwd=REPO,
-            env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
-        records[name] = json.loads((tmp_path / name / "results.json").read_text())
+    monkeypatch.chdir(REPO)
+    status, out = run_cli(train_cli, _train_command(tmp_path / "single", *params)[3:])
+    assert status == 0, out.err[-2000:]
+    mirrored_run = subprocess.run(
+        _train_command(tmp_path / "mirrored", *params, "STRATEGY='mirrored'", "LOGICAL_CPUS=2"),
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert mirrored_run.returncode == 0, mirrored_run.stderr[-2000:]
+    records = {
+        name: json.loads((tmp_path / name / "results.json").read_text())
+        for name in ("single", "mirrored")
+    }
     assert records["single"]["replicas"] == 1 and records["mirrored"]["replicas"] == 2
     assert records["mirrored"]["steps_trained"] == 200
     single, mirrored = records["single"]["mean"], records["mirrored"]["mean"]

@@ -98,7 +98,10 @@ def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path, 
     assert latest is not None and int(latest.rsplit("-", 1)[1]) < 600
     assert not (killed / "results.json").exists()
 
-    subprocess.run(_train_command(killed), cwd=REPO, env=env, check=True, capture_output=True)
+    # The same command again resumes it; in this process too (its main, as above).
+    code, out = run_cli(train_cli, _train_argv(killed))
+    assert code == 0, out.err[-2000:]
+    assert "resuming from" in out.out + out.err
 
     final_straight = checkpoint_values(str(straight / "checkpoints" / "ckpt-600"))
     final_killed = checkpoint_values(str(killed / "checkpoints" / "ckpt-600"))
