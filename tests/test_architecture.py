@@ -141,3 +141,41 @@ def test_an_unregistered_task_family_is_one_clear_error():
     for protocol in (validation_protocol, test_protocol):
         with pytest.raises(TypeError, match=r"no \w+ is registered for Coins"):
             protocol(Coins())
+
+
+def _is_tf_function(node) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "function"
+        and (isinstance(node.value, ast.Name) and node.value.id == "tf")
+    )
+
+
+def test_graph_functions_are_traced_without_autograph():
+    """AutoGraph converts a graph function's Python, and every function it calls, at each
+    start-up: ~2 s of a sine training's 10 s, for loops that are tf.while_loops already.
+    So each `tf.function` of the library says `autograph=False`, but for the one whose
+    Python loop is its point (the summaries' `summary_points`)."""
+    sites, converted = 0, []
+    for path in glob.glob(os.path.join(REPO, "viable_tf", "**", "*.py"), recursive=True):
+        for node in ast.walk(ast.parse(_read(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            partial = (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "partial"
+                and node.args
+                and _is_tf_function(node.args[0])
+            )
+            if not (_is_tf_function(node.func) or partial):
+                continue
+            sites += 1
+            options = {k.arg: k.value for k in node.keywords}
+            off = isinstance(options.get("autograph"), ast.Constant) and (
+                options["autograph"].value is False
+            )
+            first = node.args[1 if partial else 0] if len(node.args) > partial else None
+            if not off and not (isinstance(first, ast.Name) and first.id == "summary_points"):
+                converted.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
+    assert sites >= 8
+    assert converted == []

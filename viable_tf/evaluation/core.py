@@ -80,7 +80,9 @@ class Evaluator(abc.ABC):
             self._learner = learner
             metric = None if type(self).score is Evaluator.score else self.score
             self._score_batch = tf.function(
-                lambda batch: score_batch(learner, batch, metric), reduce_retracing=True
+                lambda batch: score_batch(learner, batch, metric),
+                reduce_retracing=True,
+                autograph=False,
             )
         scores, pre, post = [], [], []
         for batch in self._task_set():

@@ -80,7 +80,9 @@ def inner_loss_before_after(model_dirs: dict[str, str], *, path: str) -> dict:
         run = load_run(model_dir)
         evaluator = test_evaluator(run.tasks)
         num_tasks = evaluator.num_tasks
-        losses = tf.function(lambda batch, learner=run.learner: _support_losses(learner, batch))
+        losses = tf.function(
+            lambda batch, learner=run.learner: _support_losses(learner, batch), autograph=False
+        )
         parts = [[], [], [], []]
         for batch in evaluator.batches():  # the test tasks, as the evaluation sees them
             for part, value in zip(parts, losses(batch), strict=True):

@@ -82,15 +82,15 @@ class AdaptThenPredict(tf.Module):
         support = [tf.TensorSpec(x_shape, tf.float32, name=sig.SUPPORT_X), label]
         mask = tf.TensorSpec([None, None], tf.bool, name=sig.SUPPORT_MASK)
         query = tf.TensorSpec(x_shape, tf.float32, name=sig.QUERY_X)
-        self.serving_default = tf.function(self._serve, input_signature=[*support, query])
-        self.serving_masked = tf.function(
-            self._serve_masked, input_signature=[*support, mask, query]
-        )
+        # Traced without AutoGraph, as Keras exports: the graphs hold the ops written.
+        function = functools.partial(tf.function, autograph=False)
+        self.serving_default = function(self._serve, input_signature=[*support, query])
+        self.serving_masked = function(self._serve_masked, input_signature=[*support, mask, query])
         if self.has_context:
             context = tf.TensorSpec([None, learner.context_dim], tf.float32, name=sig.CONTEXT)
-            self.adapt = tf.function(self._adapt, input_signature=support)
-            self.adapt_masked = tf.function(self._adapt_masked, input_signature=[*support, mask])
-            self.predict = tf.function(self._predict, input_signature=[context, query])
+            self.adapt = function(self._adapt, input_signature=support)
+            self.adapt_masked = function(self._adapt_masked, input_signature=[*support, mask])
+            self.predict = function(self._predict, input_signature=[context, query])
 
     def signatures(self) -> dict:
         signatures = {

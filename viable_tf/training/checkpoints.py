@@ -80,7 +80,7 @@ class Snapshot:
         )
         if counter is not None:  # the mirror's own counter, shadowing the original's
             self.pairs.append((self.mirror.save_counter, counter))
-        self.take = tf.function(self._copy, input_signature=[])
+        self.take = tf.function(self._copy, input_signature=[], autograph=False)
 
     def _copy(self) -> None:
         for shadow, original in self.pairs:
@@ -123,6 +123,7 @@ class CheckpointWriter:
         self._write = tf.function(
             lambda prefix: written.write(prefix),
             input_signature=[tf.TensorSpec([], tf.string)],
+            autograph=False,
         )
         state = tf.train.get_checkpoint_state(directory)
         # Names relative to the directory, as the manager records them: a run's folder

@@ -58,7 +58,7 @@ def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
     meta-gradient up to rounding."""
     seconds = {}
     for xla in (True, False):
-        function = tf.function(meta_gradients, jit_compile=xla)
+        function = tf.function(meta_gradients, jit_compile=xla, autograph=False)
         function()  # traced (and compiled) before timing
         best = float("inf")
         for _ in range(repeats):

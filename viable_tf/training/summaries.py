@@ -47,6 +47,7 @@ class TrainingSummaries:
         self.chief = chief
         self._writer = None
         segments = tf.TensorSpec([None], tf.float32)
+        # The one graph function AutoGraph converts: summary_points loops in Python.
         self.points = tf.function(
             summary_points,
             input_signature=[tf.TensorSpec([], tf.int64)] + [segments] * 4 + [tf.TensorSpec([])],
@@ -54,6 +55,7 @@ class TrainingSummaries:
         self.validation = tf.function(
             functools.partial(validation_point, metric=metric),
             input_signature=[tf.TensorSpec([], tf.int64)] + [tf.TensorSpec([])] * 3,
+            autograph=False,
         )
 
     def writer(self):

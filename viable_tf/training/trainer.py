@@ -218,7 +218,8 @@ class Trainer:
         if self._train_chunk is None:
             if self.jit_compile == "auto":
                 self.jit_compile = faster_with_xla(self.meta_gradients)
-            self._train_chunk = tf.function(self.run_meta_updates, jit_compile=self.jit_compile)
+            chunk = functools.partial(tf.function, jit_compile=self.jit_compile, autograph=False)
+            self._train_chunk = chunk(self.run_meta_updates)  # its loops are tf.while_loops
         return self._train_chunk
 
     # -- the compiled part -------------------------------------------------------
