@@ -49,7 +49,7 @@ def compare(mirrored_strategy, clip: float) -> dict:
     )
     results = []
     for model in (single, mirrored):
-        loss, _, grads = tf.function(model.meta_gradients)()
+        loss, _, grads = tf.function(model.meta_gradients, autograph=False)()
         model.train_chunk(tf.constant(1))
         results.append((float(loss), [g.numpy() for g in grads]))
     (loss_a, grads_a), (loss_b, grads_b) = results
@@ -86,7 +86,7 @@ def passes(mirrored_strategy) -> dict:
     results = []
     for strategy, per_pass in ((tf.distribute.get_strategy(), None), (mirrored_strategy, 5)):
         model = trainer(strategy, 10.0, meta_batch_size=24, tasks_per_pass=per_pass)
-        loss, _, grads = tf.function(model.meta_gradients)()
+        loss, _, grads = tf.function(model.meta_gradients, autograph=False)()
         results.append((float(loss), [g.numpy() for g in grads]))
     (loss_a, grads_a), (loss_b, grads_b) = results
     try:

@@ -253,7 +253,7 @@ def test_the_learner_contract(name):
             continue  # a ReLU loss network's biases: zero, as on CAVIA (test_learners.py)
         assert grad is not None and np.any(grad.numpy() != 0), variable.path
     # Compiled by XLA: the same noise, the same loss up to rounding.
-    compiled = tf.function(learner.meta_loss, jit_compile=True)(batch)[0]
+    compiled = tf.function(learner.meta_loss, jit_compile=True, autograph=False)(batch)[0]
     np.testing.assert_allclose(compiled, loss, rtol=1e-3)
 
 

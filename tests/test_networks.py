@@ -152,7 +152,7 @@ def _relviable_meta_gradients(compute_dtype="float32", jit_compile=False):
         tf.constant(labels),
     )
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function(jit_compile=jit_compile, autograph=False)
     def gradients():
         with tf.GradientTape() as tape:
             loss, _ = learner.meta_loss(batch)
