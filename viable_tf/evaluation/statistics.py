@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 
 class MeanWithCI(NamedTuple):
@@ -25,5 +25,7 @@ def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95) -> Me
     if values.size == 1:
         return MeanWithCI(mean, float("nan"), 1)
     sem = values.std(ddof=1) / np.sqrt(values.size)
-    half_width = stats.t.ppf(0.5 + confidence / 2, df=values.size - 1) * sem
+    # Student's t quantile: what scipy.stats.t.ppf computes (stdtrit), without importing
+    # scipy.stats, ~0.5 s of every start-up.
+    half_width = special.stdtrit(values.size - 1, 0.5 + confidence / 2) * sem
     return MeanWithCI(mean, float(half_width), int(values.size))
