@@ -263,12 +263,11 @@ def main() -> None:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TRACEME).strip()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-    peer_xplane, peer_hlo, jax_version = peer_profile(
-        args.jax_python, args.peer, args.method, dump
+    peer_xplane, peer_hlo, jax_version = peer_profile(args.jax_python, args.peer, args.method, dump)
+    name = (
+        args.config
+        or {"cavia": "sine/cavia.gin", "relviable": "sine/relviable_relu.gin"}[args.method]
     )
-    name = args.config or {"cavia": "sine/cavia.gin", "relviable": "sine/relviable_relu.gin"}[
-        args.method
-    ]
     ours_xplane, ours_hlo, tf_version = our_profile(name, args.steps, dump)
     ours_classes, ours_thunks = classes(self_times(ours_xplane), ours_hlo, args.steps)
     peer_classes, peer_thunks = classes(self_times(peer_xplane), peer_hlo, PEER_STEPS)
