@@ -36,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 
+from hlo_compare import CONFIGS  # tools/ is the script's folder, first on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TRACEME = "--xla_cpu_enable_xprof_traceme=true"
@@ -264,10 +266,7 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     peer_xplane, peer_hlo, jax_version = peer_profile(args.jax_python, args.peer, args.method, dump)
-    name = (
-        args.config
-        or {"cavia": "sine/cavia.gin", "relviable": "sine/relviable_relu.gin"}[args.method]
-    )
+    name = args.config or CONFIGS[args.method]
     ours_xplane, ours_hlo, tf_version = our_profile(name, args.steps, dump)
     ours_classes, ours_thunks = classes(self_times(ours_xplane), ours_hlo, args.steps)
     peer_classes, peer_thunks = classes(self_times(peer_xplane), peer_hlo, PEER_STEPS)
