@@ -207,8 +207,7 @@ class Trainer:
         self.summaries = summaries.TrainingSummaries(
             model_dir, chief=self.chief, metric=self.validate.metric
         )
-        # XLA compiles single-device training only; multi-device functions run as graphs.
-        # 'auto' is measured (and logged) when the chunk is first needed, not here.
+        # XLA compiles one device's training only; 'auto' is measured at the first chunk.
         self.jit_compile = False if distributed else jit_compile
         self._train_chunk = None
 
@@ -218,8 +217,9 @@ class Trainer:
         if self._train_chunk is None:
             if self.jit_compile == "auto":
                 self.jit_compile = faster_with_xla(self.meta_gradients)
-            chunk = functools.partial(tf.function, jit_compile=self.jit_compile, autograph=False)
-            self._train_chunk = chunk(self.run_meta_updates)  # its loops are tf.while_loops
+            self._train_chunk = tf.function(  # its loops are tf.while_loops: no AutoGraph
+                self.run_meta_updates, jit_compile=self.jit_compile, autograph=False
+            )
         return self._train_chunk
 
     # -- the compiled part -------------------------------------------------------
