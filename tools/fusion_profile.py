@@ -32,28 +32,20 @@ import collections
 import glob
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-from hlo_compare import CONFIGS  # tools/ is the script's folder, first on sys.path
+from hlo_compare import (  # tools/ is the script's folder, first on sys.path
+    CONFIGS,
+    add_peer_arguments,
+    run_peer,
+)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 TRACEME = "--xla_cpu_enable_xprof_traceme=true"
 
-JAX_SIDE = r"""
-import os, sys
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " {traceme}").strip()
-sys.argv = ["peer", {method!r}]
-source = open({peer!r}).read()
-source = source[: source.index("\np = init(")]  # the definitions, not the benchmark
-namespace = {{"__name__": "peer"}}
-exec(compile(source, {peer!r}, "exec"), namespace)
-jax = namespace["jax"]
-chunk = namespace["chunk"]
-p = namespace["init"](jax.random.PRNGKey(0))
-s = namespace["opt"].init(p)
+#: After hlo_compare.PEER_LOADER: the HLO, a warm-up call, a profiled call. The peer's
+#: Python inherits XLA_FLAGS (with TRACEME) from this process's environment.
+PROFILE_SNIPPET = r"""
 open({hlo!r}, "w").write(chunk.lower(p, s, jax.random.PRNGKey(1)).compile().as_text())
 p, s, loss = chunk(p, s, jax.random.PRNGKey(1))
 loss.block_until_ready()
@@ -72,13 +64,8 @@ def peer_profile(python: str, peer: str, method: str, dump: str) -> tuple[str, s
     version)."""
     trace = os.path.join(dump, "peer_trace")
     hlo = os.path.join(dump, f"peer_{method}.hlo")
-    code = JAX_SIDE.format(
-        traceme=TRACEME, method=method, peer=os.path.abspath(peer), hlo=hlo, trace=trace
-    )
-    result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
-    if result.returncode:
-        sys.exit(f"the peer's side failed: {result.stderr.strip().splitlines()[-1:]}")
-    return _xplane(trace), hlo, result.stdout.strip()
+    version = run_peer(python, peer, method, PROFILE_SNIPPET.format(hlo=hlo, trace=trace))
+    return _xplane(trace), hlo, version
 
 
 def our_profile(name: str, steps: int, dump: str) -> tuple[str, str, str]:
@@ -246,11 +233,7 @@ def top_table(side: str, thunks: list, top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jax_python", required=True, help="a Python with jax and optax")
-    parser.add_argument(
-        "--peer", default=os.path.join(REPO, "..", "shared", "peers", "jax_cavia.py")
-    )
-    parser.add_argument("--method", default="relviable", choices=("cavia", "relviable"))
+    add_peer_arguments(parser, method="relviable")
     parser.add_argument(
         "--config", default=None, help="our gin config (default: the peer's architecture)"
     )

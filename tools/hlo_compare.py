@@ -62,29 +62,48 @@ def hlo_counts(text: str) -> dict:
     }
 
 
-JAX_SIDE = r"""
-import json, sys
+#: Loads the peer's definitions in its own Python (run up to its benchmark, never imported
+#: by the project) and its starting point; a snippet after it uses `jax`, `chunk`, `p`, `s`.
+PEER_LOADER = r"""
+import sys
 sys.argv = ["peer", {method!r}]
 source = open({peer!r}).read()
 source = source[: source.index("\np = init(")]  # the definitions, not the benchmark
 namespace = {{"__name__": "peer"}}
 exec(compile(source, {peer!r}, "exec"), namespace)
 jax = namespace["jax"]
+chunk = namespace["chunk"]
 p = namespace["init"](jax.random.PRNGKey(0))
 s = namespace["opt"].init(p)
-text = namespace["chunk"].lower(p, s, jax.random.PRNGKey(1)).compile().as_text()
-open({out!r}, "w").write(text)
+"""
+
+HLO_SNIPPET = r"""
+open({out!r}, "w").write(chunk.lower(p, s, jax.random.PRNGKey(1)).compile().as_text())
 print(jax.__version__)
 """
 
 
-def jax_hlo(python: str, peer: str, method: str, out: str) -> str:
-    """Writes the peer's optimised HLO to `out` (run in the peer's Python); its JAX version."""
-    code = JAX_SIDE.format(method=method, peer=os.path.abspath(peer), out=out)
+def run_peer(python: str, peer: str, method: str, snippet: str) -> str:
+    """Runs `snippet` after PEER_LOADER in the peer's Python; what it printed."""
+    code = PEER_LOADER.format(method=method, peer=os.path.abspath(peer)) + snippet
     result = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
     if result.returncode:
         sys.exit(f"the peer's side failed: {result.stderr.strip().splitlines()[-1:]}")
     return result.stdout.strip()
+
+
+def jax_hlo(python: str, peer: str, method: str, out: str) -> str:
+    """Writes the peer's optimised HLO to `out`; its JAX version."""
+    return run_peer(python, peer, method, HLO_SNIPPET.format(out=out))
+
+
+def add_peer_arguments(parser: argparse.ArgumentParser, *, method: str) -> None:
+    """The options both tools take: the peer's Python, the peer, the method compared."""
+    parser.add_argument("--jax_python", required=True, help="a Python with jax and optax")
+    parser.add_argument(
+        "--peer", default=os.path.join(REPO, "..", "shared", "peers", "jax_cavia.py")
+    )
+    parser.add_argument("--method", default=method, choices=tuple(CONFIGS))
 
 
 #: Our config for each of the peer's methods: the peer's architecture.
@@ -139,11 +158,7 @@ def _loops(counts: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jax_python", required=True, help="a Python with jax and optax")
-    parser.add_argument(
-        "--peer", default=os.path.join(REPO, "..", "shared", "peers", "jax_cavia.py")
-    )
-    parser.add_argument("--method", default="cavia", choices=("cavia", "relviable"))
+    add_peer_arguments(parser, method="cavia")
     parser.add_argument("--config", default=None, help="our gin config (default: CONFIGS)")
     parser.add_argument("--dump_dir", default=None, help="where the two HLO texts are written")
     args = parser.parse_args()
