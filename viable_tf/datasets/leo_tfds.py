@@ -84,6 +84,16 @@ class LeoEmbeddings(tfds.core.GeneratorBasedBuilder):
             embedding_dim=28 * 28,
             description="Omniglot images as 28 x 28 strokes (omniglot_conv: end to end).",
         ),
+        LeoEmbeddingsConfig(
+            name="omniglot_pixels_rotated",
+            dataset="omniglot",
+            view="pixels_rotated",
+            embedding_dim=28 * 28,
+            description=(
+                "omniglot_pixels with every meta-training character also rotated by 90, "
+                "180 and 270 degrees as classes of their own; val and test unrotated."
+            ),
+        ),
     ]
 
     def _info(self) -> tfds.core.DatasetInfo:

@@ -152,6 +152,24 @@ def encode(encoder: keras.Model, images: np.ndarray, batch_size: int = 256) -> n
     return encoder.predict(images, batch_size=batch_size, verbose=0).astype(np.float32)
 
 
+#: The usual Omniglot augmentation (Santoro et al. 2016, Vinyals et al. 2016): each
+#: meta-training character enters also rotated by these multiples of 90 degrees, each
+#: rotation a class of its own, named "<class>.rot<degrees>".
+ROTATIONS = (90, 180, 270)
+
+
+def with_rotations(split: OmniglotSplit, images: np.ndarray) -> tuple[np.ndarray, OmniglotSplit]:
+    """`images` [n, H, W, 1] of `split` and their rotations by ROTATIONS as new classes:
+    -> ([4n, H, W, 1], the split's names for them). For meta-training splits only."""
+    rotated = [images] + [np.rot90(images, k=d // 90, axes=(1, 2)) for d in ROTATIONS]
+    names = OmniglotSplit(
+        images=np.empty((0,)),
+        classes=split.classes + [f"{c}.rot{d}" for d in ROTATIONS for c in split.classes],
+        image_ids=split.image_ids * (1 + len(ROTATIONS)),
+    )
+    return np.concatenate(rotated), names
+
+
 def write_leo_pickle(path: str, features: np.ndarray, split: OmniglotSplit) -> None:
     """Writes one split in LEO's format: keys `omniglot-<class>-<class>_<image>`."""
     keys = [f"omniglot-{c}-{c}_{i}" for c, i in zip(split.classes, split.image_ids, strict=True)]

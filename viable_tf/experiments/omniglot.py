@@ -63,6 +63,8 @@ LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label i
 LABELS.update({f"{method}_cosine": f"{label}, cosine head" for method, label in PLAIN.items()})
 # LEO and VIABLE on LEO (issue 23): gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
 LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
+# End to end (gin/omniglot_conv/): the conv net's prototype head with no inner steps.
+LABELS["protonet"] = "Prototypical Network"
 
 
 def read_json(path: str) -> dict:

@@ -1,13 +1,21 @@
-"""Omniglot end to end (issue 26): a conv net whose context enters through FiLM, trained
-by CAVIA, simVIABLE and MAML directly on the 28 x 28 images, on the same alphabet split
-and episodes as the frozen-feature pipeline (viable-omniglot).
+"""Omniglot end to end (SPEC §9): a conv net whose context enters through FiLM, trained
+by CAVIA, simVIABLE, relVIABLE and MAML directly on the 28 x 28 images, beside a
+Prototypical Network on the same conv, on the same alphabet split and episodes as the
+frozen-feature pipeline (viable-omniglot), every run to convergence by early stopping
+(gin/omniglot_conv/conv.gin).
 
     python -m viable_tf.experiments.omniglot_conv --data_dir=../shared/data/omniglot \\
-        --work_dir=W [--num_steps=5000] [--methods=cavia,simviable,maml]
+        --work_dir=W [--methods=cavia,simviable] [--settings=5way1shot]
+
+Rerunning the command resumes every unfinished run from its last checkpoint (several
+invocations with disjoint --methods or --settings can run at once, one per core).
 
 Stages, each skipped when its output exists:
   1. pixels   every image as 784 numbers (strokes = 1 at 28 x 28, as the encoder sees
-              them) in LEO's pickle format: W/features/omniglot/pixels/<split>_embeddings.pkl
+              them) in LEO's pickle format: W/features/omniglot/pixels/<split>_embeddings.pkl,
+              and in W/features/omniglot/pixels_rotated/ the same with every meta-training
+              character also rotated by 90, 180 and 270 degrees as classes of their own
+              (the usual augmentation; validation and test are never rotated)
   2. train    each method x setting from gin/omniglot_conv/ (Trainer.jit_compile=False):
               W/runs/<method>_<N>way<K>shot/results.json
 Then W/results.json and W/results.md, with the time per meta-update of each run and the
@@ -27,8 +35,8 @@ from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
 
 CONFIGS = "omniglot_conv"
-METHODS = ("cavia", "simviable", "maml")
-SETTINGS = ("5way1shot", "5way5shot")
+METHODS = ("cavia", "simviable", "relviable", "maml", "protonet")
+SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
 
 def prepare_pixels(data_dir: str, work_dir: str) -> dict:
@@ -41,24 +49,36 @@ def prepare_pixels(data_dir: str, work_dir: str) -> dict:
 
     info_path = os.path.join(work_dir, "features", "pixels.json")
     if os.path.exists(info_path):
-        return omniglot.read_json(info_path)
+        info = omniglot.read_json(info_path)
+        if "rotated_classes" in info:
+            return info
     start = time.perf_counter()
     splits = data.read_omniglot(data_dir)
     strokes = data.OmniglotPreprocessing()
-    for name, split in splits.items():
-        pixels = np.concatenate(
-            [
-                np.asarray(strokes(split.images[i : i + 512])).reshape(-1, 28 * 28)
-                for i in range(0, len(split.images), 512)
-            ]
-        ).astype(np.float32)
-        path = embeddings_path(os.path.join(work_dir, "features"), "omniglot", "pixels", name)
-        data.write_leo_pickle(path, pixels, split)
+    features = os.path.join(work_dir, "features")
     info = {
         "images": {s: len(split.classes) for s, split in splits.items()},
         "characters": {s: len(set(split.classes)) for s, split in splits.items()},
-        "seconds": round(time.perf_counter() - start, 1),
     }
+    for name, split in splits.items():
+        images = np.concatenate(
+            [
+                np.asarray(strokes(split.images[i : i + 512]))
+                for i in range(0, len(split.images), 512)
+            ]
+        ).astype(np.float32)  # [n, 28, 28, 1]
+        data.write_leo_pickle(
+            embeddings_path(features, "omniglot", "pixels", name), images.reshape(-1, 784), split
+        )
+        if name == "train":  # the augmentation is for meta-training only
+            images, split = data.with_rotations(split, images)
+            info["rotated_classes"] = len(set(split.classes))
+        data.write_leo_pickle(
+            embeddings_path(features, "omniglot", "pixels_rotated", name),
+            images.reshape(-1, 784),
+            split,
+        )
+    info["seconds"] = round(time.perf_counter() - start, 1)
     write_json(info, info_path)
     return info
 
@@ -67,12 +87,19 @@ def report(summary: dict) -> str:
     text = omniglot.report(summary).replace(
         "### Omniglot test accuracy", "### Omniglot end to end (conv + FiLM), test accuracy"
     )
-    lines = ["", "### Time per meta-update (train + validation + test, one run's wall-clock)", ""]
-    lines.append("| run | meta-updates | seconds per meta-update |")
-    lines.append("|---|---:|---:|")
+    lines = ["", "### Runs: updates used and training wall-clock (across resumptions)", ""]
+    lines.append(
+        "| run | meta-updates | best at | stopped early | training wall-clock | s per update |"
+    )
+    lines.append("|---|---:|---:|---|---:|---:|")
     for name, record in summary["runs"].items():
-        per_update = record["train_and_eval_seconds"] / record["steps_trained"]
-        lines.append(f"| {name} | {record['steps_trained']} | {per_update:.3f} |")
+        seconds = record.get("train_wall_clock_seconds", record["train_and_eval_seconds"])
+        steps = record["steps_trained"]
+        early = "yes" if steps < record["hparams"]["num_steps"] else "no: hit the cap"
+        lines.append(
+            f"| {name} | {steps} | {record['checkpoint_step']} | {early} "
+            f"| {seconds / 3600:.2f} h | {seconds / steps:.3f} |"
+        )
     return text + "\n".join(lines) + "\n"
 
 
@@ -83,25 +110,40 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--work_dir", required=True)
     parser.add_argument("--methods", default=",".join(METHODS), help="of " + ",".join(METHODS))
     parser.add_argument("--settings", default=",".join(SETTINGS), help="of " + ",".join(SETTINGS))
-    parser.add_argument("--num_steps", type=int, default=5000)
-    parser.add_argument("--meta_batch_size", type=int, default=4)
-    parser.add_argument("--eval_every", type=int, default=500)
-    parser.add_argument("--validation_episodes", type=int, default=100)
-    parser.add_argument("--test_episodes", type=int, default=1000)
+    # Each unset: the configs' value (conv.gin).
+    for flag in FLAG_BINDINGS:
+        parser.add_argument(f"--{flag}", type=int, default=None)
     parser.add_argument("--gin_param", action="append", default=[])
     return parser
 
 
+#: The driver's flags and the gin bindings they set.
+FLAG_BINDINGS = {
+    "num_steps": "NUM_STEPS",
+    "meta_batch_size": "META_BATCH_SIZE",
+    "eval_every": "Trainer.eval_every",
+    "patience": "Trainer.patience",
+    "validation_episodes": "classification_validation_evaluator.num_episodes",
+    "test_episodes": "classification_test_evaluator.num_episodes",
+}
+
+
+def run_params(args: argparse.Namespace) -> list[str]:
+    """The gin bindings of the flags given; the configs' values for the rest."""
+    given = {flag: getattr(args, flag) for flag in FLAG_BINDINGS if getattr(args, flag)}
+    return [f"{FLAG_BINDINGS[flag]}={value}" for flag, value in given.items()] + args.gin_param
+
+
 def _main() -> int:
     args = _parser().parse_args()
-    for flag in ("num_steps", "meta_batch_size", "eval_every", "validation_episodes"):
-        if getattr(args, flag) < 1:
+    for flag in FLAG_BINDINGS:
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     methods = omniglot.parse_names("--methods", args.methods, METHODS)
     settings = omniglot.parse_names("--settings", args.settings, SETTINGS)
     start = time.perf_counter()
     pixels = prepare_pixels(args.data_dir, args.work_dir)
-    params = omniglot.run_params(args)
+    params = run_params(args)
     summary: dict = {"methods": list(methods), "settings": list(settings), "runs": {}}
     for setting in settings:
         for method in methods:
@@ -110,9 +152,9 @@ def _main() -> int:
             model_dir = os.path.join(args.work_dir, "runs", run)
             summary["runs"][run] = RunDir(model_dir).read_results()
             print(f"{run}: {100 * summary['runs'][run]['mean']:.1f}%", flush=True)
+    test_episodes = args.test_episodes or 1000  # conv.gin's
     summary["reference"] = {
-        s: omniglot.reference(args.work_dir, s, args.test_episodes, configs=CONFIGS)
-        for s in settings
+        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS) for s in settings
     }
     summary.update(
         pixels=pixels,

@@ -15,6 +15,16 @@ Two options exist for the reproduction study (docs/RESULTS.md), both off by
 default, which is the paper's method: `include_task_loss=False` drops L_T from
 f_j, and `input_scale=s` feeds x/s, y_hat/s, y/s and L_T/s^2 (s = 5 maps sine's
 ranges to about [-1, 1]).
+
+`class_order='canonical'` (classification) makes the learned loss invariant to the
+episode's arbitrary numbering of the classes, as the cross-entropy is: the N logits
+are given labelled class first, then the other N - 1 in decreasing order, and the
+one-hot label (then always e_0) is dropped, so f_j holds (L_T, y_hat_{j,y_j}, the
+sorted rest). With the paper's layout (`'episode'`, the default) an MLP on (logits,
+one-hot label) weighs class 0, 1, ... differently: at initialisation its inner step
+moves every query's logits by the same class-index bias, which on randomly relabelled
+episodes only hurts, and end to end on images meta-training answered by switching
+adaptation off (docs/omniglot/end_to_end.md, "Why simVIABLE collapsed").
 """
 
 from __future__ import annotations
@@ -31,6 +41,15 @@ from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
 from viable_tf.networks.loss_networks import RelationLossNetwork
 
+#: How a classifier's per-point features order the N classes: as the episode numbers
+#: them (the paper's layout: N logits and the one-hot label) or canonically.
+CLASS_ORDERS = ("episode", "canonical")
+#: What a loss network that sees each point's input (relVIABLE's) is given of it: x as
+#: it is (the paper: sine's x, LEO's 640 features), or the prediction network's
+#: penultimate features at the current state (images end to end: 784 pixels are no
+#: input for an MLP over pairs; docs/omniglot/end_to_end.md says why this choice).
+PAIR_INPUTS = ("x", "penultimate")
+
 
 class LearnedInnerLoss:
     """The inner loss as a loss network on per-point features: mixed into a learner
@@ -42,20 +61,43 @@ class LearnedInnerLoss:
         loss_network: Callable[[], keras.layers.Layer] = RelationLossNetwork,
         include_task_loss: bool = True,
         input_scale: float = 1.0,
+        class_order: str = "episode",
+        pair_inputs: str = "x",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         if not input_scale > 0:
             raise ValueError(f"input_scale must be > 0, got {input_scale}")
+        if class_order not in CLASS_ORDERS:
+            raise ValueError(f"class_order must be one of {CLASS_ORDERS}, got {class_order!r}")
+        if class_order == "canonical" and not self.is_classifier:
+            raise ValueError("class_order='canonical' needs a classifier (cross_entropy)")
         self.include_task_loss = include_task_loss
         self.input_scale = float(input_scale)
+        self.class_order = class_order
+        if pair_inputs not in PAIR_INPUTS:
+            raise ValueError(f"pair_inputs must be one of {PAIR_INPUTS}, got {pair_inputs!r}")
+        self.pair_inputs = pair_inputs
         self.loss_network = loss_network()  # Lhat_psi
-        label_dim = self.output_dim  # Y, or N for a one-hot label
+        # Y, or N for a one-hot label; none when the label is the logits' first position.
+        label_dim = 0 if class_order == "canonical" else self.output_dim
         feature_dim = int(include_task_loss) + self.output_dim + label_dim
         if self.loss_network.include_inputs:
-            feature_dim += self.input_dim
+            feature_dim += self._input_feature_dim()
         self.feature_dim = feature_dim  # F
         self.loss_network.build((None, None, feature_dim))
+
+    def _input_feature_dim(self) -> int:
+        """How many numbers of each point's input the loss network sees: D, or H."""
+        if self.pair_inputs == "x":
+            return self.input_dim
+        if not self.adapts_context or not hasattr(self.network, "call_with_penultimate"):
+            raise ValueError(
+                "pair_inputs='penultimate' needs VIABLE on CAVIA with the plain output layer "
+                "(the adapted state is the context alone) and a network that gives its "
+                "penultimate features (keras_network of a functional model)"
+            )
+        return self.network.penultimate_dim  # H; builds the two-output model now
 
     @property
     def variant(self) -> str:
@@ -64,15 +106,23 @@ class LearnedInnerLoss:
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         activation = self.loss_network.activation.__name__
-        return {**super().hparams(), "activation": activation}
+        return {
+            **super().hparams(),
+            "activation": activation,
+            "class_order": self.class_order,
+            "pair_inputs": self.pair_inputs,
+        }
 
     def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
-        """x [B, K, D], y [B, K, Y] (or int [B, K]), y_hat [B, K, Y] -> f [B, K, F]."""
+        """x [B, K, D] (or the penultimate h [B, K, H]), y [B, K, Y] (or int [B, K]),
+        y_hat [B, K, Y] -> f [B, K, F]."""
         point_loss = self.task_loss(y_hat, y)  # [B, K]
-        if self.is_classifier:
+        if self.class_order == "canonical":
+            y_hat, y = canonical_logits(y_hat, y), None  # [B, K, N]: the label's first
+        elif self.is_classifier:
             y = tf.one_hot(y, self.output_dim, dtype=y_hat.dtype)  # [B, K, N]
         scale = self.input_scale
-        parts = [y_hat / scale, y / scale] if scale != 1.0 else [y_hat, y]
+        parts = [y_hat / scale] + ([] if y is None else [y / scale])
         if self.include_task_loss:
             parts.insert(0, point_loss[..., None] / scale**2)
         if self.loss_network.include_inputs:
@@ -80,9 +130,27 @@ class LearnedInnerLoss:
         return tf.concat(parts, axis=-1)  # [B, K, F]
 
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        y_hat = self.predict(state, support_x)  # [B, K, Y]
-        features = self.point_features(support_x, support_y, y_hat)  # [B, K, F]
+        if self.loss_network.include_inputs and self.pair_inputs == "penultimate":
+            # What the output layer sees, at the current state: h [B, K, H].
+            y_hat, inputs = self.network.call_with_penultimate(support_x, state[0])
+        else:
+            y_hat, inputs = self.predict(state, support_x), support_x  # [B, K, Y], [B, K, D]
+        features = self.point_features(inputs, support_y, y_hat)  # [B, K, F]
         return self.loss_network(features, support_mask)  # [B]
+
+
+def canonical_logits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """logits [B, K, N], int labels [B, K] -> [B, K, N]: each point's labelled class
+    first, then its other N - 1 logits in decreasing order. The same for any numbering
+    of the classes (a joint permutation of the logits' last axis and the labels); the
+    gradient reaches every logit (a sort is a permutation of its input)."""
+    n = logits.shape[-1]
+    is_label = tf.one_hot(labels, n, on_value=True, off_value=False)  # [B, K, N]
+    own = tf.reduce_sum(tf.where(is_label, logits, tf.zeros_like(logits)), -1, keepdims=True)
+    # The labelled class sorted last: -inf never outranks a finite logit.
+    others = tf.where(is_label, tf.fill(tf.shape(logits), -float("inf")), logits)
+    rest = tf.sort(others, axis=-1, direction="DESCENDING")[..., : n - 1]  # [B, K, N - 1]
+    return tf.concat([own, rest], axis=-1)  # [B, K, N]
 
 
 @keras_configurable

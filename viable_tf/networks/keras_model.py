@@ -145,6 +145,44 @@ class UserNetwork(keras.layers.Layer):
         """x [B, P, D], context [B, C] -> [B, P, Y] (or [B, P, F])."""
         return self._run(None, x, context)
 
+    @property
+    def penultimate_dim(self) -> int:
+        """H, the width of what the model's last layer takes (its penultimate features)."""
+        return int(self._with_penultimate.outputs[1].shape[-1])
+
+    @property
+    def _with_penultimate(self) -> keras.Model:
+        """The same layers with two outputs: the model's, and its last layer's input."""
+        if getattr(self, "_dual", None) is None:
+            last = self.model.layers[-1] if self.model.layers else None
+            try:
+                dual = keras.Model(self.model.inputs, [self.model.outputs[0], last.input])
+            except (AttributeError, TypeError, ValueError) as error:
+                raise ValueError(
+                    "penultimate features need a functional Keras model whose last layer "
+                    f"is called once (keras.Model(inputs, outputs)); this one: {error}"
+                ) from None
+            if len(dual.outputs[1].shape) != 2:
+                raise ValueError(
+                    f"the model's last layer takes {dual.outputs[1].shape}; penultimate "
+                    "features must be one row per point, [N, H]"
+                )
+            # Not tracked as a sub-layer: its weights are the model's, already tracked.
+            object.__setattr__(self, "_dual", dual)
+        return self._dual
+
+    def call_with_penultimate(self, x: tf.Tensor, context: tf.Tensor | None = None):
+        """x [B, P, D], context [B, C] -> (y_hat [B, P, Y], h [B, P, H]) in one pass: the
+        outputs and the penultimate features they are computed from (shared weights)."""
+        if self.context_dim and context is None:
+            raise ValueError(f"context [B, {self.context_dim}] is required")
+        b, p = tf.shape(x)[0], tf.shape(x)[1]
+        y_hat, h = self._with_penultimate(self._point_inputs(x, context))
+        return (
+            tf.reshape(y_hat, [b, p, self.feature_dim]),
+            tf.reshape(h, [b, p, self.penultimate_dim]),
+        )
+
     def forward(self, params: Sequence[tf.Tensor], x: tf.Tensor, context=None) -> tf.Tensor:
         """The model on weights `params` (shared, or each with a leading B axis: one
         per task), run functionally; x [B, P, D], context [B, C] -> [B, P, Y]."""
@@ -172,14 +210,19 @@ class UserNetwork(keras.layers.Layer):
             fallback_to_while_loop=True,
         )
 
+    def _point_inputs(self, x, context):
+        """[B, P, D] points (and [B, C] contexts) as the model's N = B * P rows."""
+        flat = tf.reshape(x, [-1, self.input_dim])
+        if not self.context_dim:
+            return flat
+        p = tf.shape(x)[1]
+        rows = tf.reshape(tf.repeat(context[:, None, :], p, axis=1), [-1, self.context_dim])
+        return [flat, rows]
+
     def _points(self, params, x, context):
         """[B, P, D] points (and [B, C] contexts) through the model as N = B * P rows."""
         b, p = tf.shape(x)[0], tf.shape(x)[1]
-        flat = tf.reshape(x, [-1, self.input_dim])
-        inputs = flat
-        if self.context_dim:
-            rows = tf.reshape(tf.repeat(context[:, None, :], p, axis=1), [-1, self.context_dim])
-            inputs = [flat, rows]
+        inputs = self._point_inputs(x, context)
         if params is None:
             out = self.model(inputs)
         else:

@@ -18,6 +18,14 @@ biases uniform in ±1/sqrt(fan_in), fan_in = 2F for the relation network's first
 layer. With Keras' zero biases (`init='keras'`) a ReLU loss network is positively
 homogeneous and, as its biases get no meta-gradient, stays so through meta-training.
 
+`output_init='zeros'` starts the output layer at zero, so the learned loss starts flat
+(Lhat = 0: the first inner steps change nothing) while the hidden layers keep `init`'s
+draw. End to end on images a random loss network's first inner steps were uninformative
+(their gradient on phi at cos ~0.05-0.09 with the task loss's) yet 3-7x larger in their
+effect on the predictions than CAVIA's; meta-training answered by switching adaptation
+off, and the learned loss never became informative (docs/omniglot/end_to_end.md). From
+zero, the meta-gradient shapes the loss before it moves anything.
+
 Shape legend: B tasks, K support points, F per-point features, H hidden units.
 """
 
@@ -43,6 +51,10 @@ COMPUTE_DTYPES = {
 }
 
 
+#: How the output layer starts: as `init` draws it (the code lineage's), or at zero.
+OUTPUT_INITS = ("lineage", "zeros")
+
+
 def _validate(hidden_units: Sequence[int]) -> tuple[int, ...]:
     units = tuple(int(u) for u in hidden_units)
     if not units or any(u < 1 for u in units):
@@ -61,10 +73,14 @@ class _LossNetwork(keras.layers.Layer):
         output_activation: str | None = None,
         include_inputs: bool,
         init: str = "torch",
+        output_init: str = "lineage",
         compute_dtype: str = "float32",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if output_init not in OUTPUT_INITS:
+            raise ValueError(f"output_init must be one of {OUTPUT_INITS}, got {output_init!r}")
+        self.output_init = output_init
         if compute_dtype not in COMPUTE_DTYPES:
             raise ValueError(
                 f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)}, got {compute_dtype!r}"
@@ -85,19 +101,25 @@ class _LossNetwork(keras.layers.Layer):
             setattr(self, f"hidden_{i}", self._dense(units, fan_in, None, f"hidden_{i}"))
         # No bias: it would get no meta-gradient (see module docstring).
         self._output = self._dense(
-            1, self.hidden_units[-1], self.output_activation, "output", use_bias=False
+            1,
+            self.hidden_units[-1],
+            self.output_activation,
+            "output",
+            use_bias=False,
+            zero_kernel=output_init == "zeros",
         )
 
-    def _dense(self, units, fan_in, activation, name, use_bias=True) -> keras.layers.Dense:
+    def _dense(
+        self, units, fan_in, activation, name, use_bias=True, zero_kernel=False
+    ) -> keras.layers.Dense:
         """A Dense layer of `units` on `fan_in` inputs, initialised as `init` says."""
+        kernel = initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=units)
         return keras.layers.Dense(
             units,
             activation=activation,
             use_bias=use_bias,
             dtype=COMPUTE_DTYPES[self.compute_dtype_name],
-            kernel_initializer=initializers.kernel_initializer(
-                self.init, fan_in=fan_in, fan_out=units
-            ),
+            kernel_initializer="zeros" if zero_kernel else kernel,
             bias_initializer=initializers.bias_initializer(self.init, fan_in=fan_in),
             name=name,
         )
@@ -129,6 +151,7 @@ class _LossNetwork(keras.layers.Layer):
             output_activation=keras.activations.serialize(self.output_activation),
             include_inputs=self.include_inputs,
             init=self.init,
+            output_init=self.output_init,
             compute_dtype=self.compute_dtype_name,
         )
         return config

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import keras
@@ -96,6 +97,42 @@ def _saves_tensors(obj) -> bool:
         return False
 
 
+class WallClock:
+    """A run's training wall-clock across the processes that resumed it: the seconds
+    recorded with the checkpoint it resumed from, plus this process's."""
+
+    #: Beside the checkpoints: {"<checkpoint number>": seconds of the run up to it}.
+    FILE = "wall_clock.json"
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.before = 0.0
+
+    def total(self) -> float:
+        return self.before + time.monotonic() - self.start
+
+    @classmethod
+    def read(cls, directory: str) -> dict[str, float]:
+        try:
+            with open(os.path.join(directory, cls.FILE)) as f:
+                return json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def resume(self, directory: str, checkpoint_number: int) -> None:
+        """Continues the clock of checkpoint `checkpoint_number` (0 s if not recorded)."""
+        self.before = float(self.read(directory).get(str(checkpoint_number), 0.0))
+
+    @classmethod
+    def record(cls, directory: str, checkpoint_number: int, seconds: float) -> None:
+        table = cls.read(directory)
+        table[str(checkpoint_number)] = round(seconds, 1)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".wall_clock")
+        with os.fdopen(fd, "w") as f:
+            json.dump(table, f)
+        os.replace(tmp, os.path.join(directory, cls.FILE))
+
+
 class CheckpointWriter:
     """Saves `checkpoint` under `directory` as `ckpt-<number>`, keeping `max_to_keep`;
     with `background` (an executor of one thread), from a snapshot on that thread."""
@@ -107,12 +144,14 @@ class CheckpointWriter:
         *,
         max_to_keep: int,
         background: Executor | None = None,
+        clock: WallClock | None = None,
     ):
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
         self.checkpoint = checkpoint
         self.directory = directory
         self.max_to_keep = max_to_keep
+        self.clock = clock  # its reading at each save is recorded beside the checkpoint
         # Written as the manager writes it (its value unused), so that checkpoints of
         # either kind restore into either with every object matched.
         checkpoint.save_counter  # noqa: B018  (the property creates the variable)
@@ -148,15 +187,18 @@ class CheckpointWriter:
     def save(self, checkpoint_number: int) -> str:
         """Writes checkpoint `checkpoint_number` (in the background: takes the snapshot
         and returns while it is written); returns its prefix."""
+        seconds = self.clock.total() if self.clock else None
         if self._snapshot is None:
-            return self._write_and_rotate(checkpoint_number)
+            return self._write_and_rotate(checkpoint_number, seconds)
         self.wait()  # the shadows are free again
         self._snapshot.take()
-        self._pending = self._background.submit(self._write_and_rotate, checkpoint_number)
+        self._pending = self._background.submit(self._write_and_rotate, checkpoint_number, seconds)
         return os.path.join(self.directory, f"ckpt-{checkpoint_number}")
 
-    def _write_and_rotate(self, checkpoint_number: int) -> str:
+    def _write_and_rotate(self, checkpoint_number: int, seconds: float | None = None) -> str:
         os.makedirs(self.directory, exist_ok=True)
+        if seconds is not None:  # before the record names the checkpoint
+            WallClock.record(self.directory, checkpoint_number, seconds)
         name = f"ckpt-{checkpoint_number}"
         self._write(tf.constant(os.path.join(self.directory, name)))
         if name in self._kept:  # rewritten: it is the newest now
@@ -206,8 +248,9 @@ class TrainingCheckpoints:
         writes = RunDir(write_dir)
         # One thread for both series: writes land in the order they were asked for.
         thread = ThreadPoolExecutor(1, "viable-checkpoints") if background else None
+        self.clock = WallClock()  # the run's training wall-clock, across resumptions
         self.latest = CheckpointWriter(
-            state, writes.checkpoints, max_to_keep=keep, background=thread
+            state, writes.checkpoints, max_to_keep=keep, background=thread, clock=self.clock
         )
         self.best = CheckpointWriter(best, writes.best, max_to_keep=1, background=thread)
 
@@ -222,6 +265,8 @@ class TrainingCheckpoints:
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         if latest:
             self.latest.checkpoint.restore(latest).assert_consumed()
+            number = int(latest.rsplit("-", 1)[-1])
+            self.clock.resume(self.run_dir.checkpoints, number)
         return bool(latest)
 
     def restore_best(self, learner) -> int:

@@ -100,10 +100,13 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     trainer = Trainer(model_dir=model_dir)
     start = time.perf_counter()
     trainer.train()
+    # Training's wall-clock over every process that resumed the run (this one's included).
+    train_wall_clock = round(trainer.checkpoints.clock.total(), 1)
     if not trainer.chief:
         return None
     record = evaluate_trained(trainer, checkpoint_step=trainer.restore_best())
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
+    record["train_wall_clock_seconds"] = train_wall_clock
     record["replicas"] = trainer.strategy.num_replicas_in_sync
     write_json(record, run.results)
     metric = record["metric"]
