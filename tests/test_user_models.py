@@ -305,13 +305,29 @@ def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel
         assert int(ran) == 2 and np.isfinite(losses.numpy()).all()
 
 
+@pytest.mark.parametrize(
+    ("binding", "message"),
+    [
+        ("NUM_SHOTS=15", r"has 20 examples; 15-shot episodes with 10 queries per class need 25"),
+        ("NUM_WAYS=21", r"21-way episodes need 21 classes, found 20"),
+    ],
+)
+def test_an_end_to_end_episode_that_cannot_be_drawn_stops_at_start(
+    binding, message, pixel_data, tmp_path
+):
+    parse_gin(["gin/omniglot_conv/cavia_5way1shot.gin"], [f"DATA_DIR={pixel_data!r}", binding])
+    with pytest.raises(ValueError, match=message) as info:
+        Trainer(model_dir=str(tmp_path / "run"))
+    assert "np.str_" not in str(info.value)
+
+
 @pytest.fixture(scope="module")
 def pixel_data(tmp_path_factory):
     return write_fake_leo(
         tmp_path_factory.mktemp("pixels"),
         dataset="omniglot",
-        view="pixels",
+        view="pixels_rotated",
         dim=28 * 28,
         per_class=20,
-        split_classes={"train": 6, "val": 6, "test": 6},
+        split_classes={"train": 20, "val": 20, "test": 20},  # 20-way configs too
     )

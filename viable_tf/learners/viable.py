@@ -47,8 +47,10 @@ CLASS_ORDERS = ("episode", "canonical")
 #: What a loss network that sees each point's input (relVIABLE's) is given of it: x as
 #: it is (the paper: sine's x, LEO's 640 features), or the prediction network's
 #: penultimate features at the current state (images end to end: 784 pixels are no
-#: input for an MLP over pairs; docs/omniglot/end_to_end.md says why this choice).
-PAIR_INPUTS = ("x", "penultimate")
+#: input for an MLP over pairs; docs/omniglot/end_to_end.md says why this choice), with
+#: the learned loss's gradient flowing through them or not ("_stopped": they inform the
+#: loss as x does, and phi is reached through y_hat and L_T only).
+PAIR_INPUTS = ("x", "penultimate", "penultimate_stopped")
 
 
 class LearnedInnerLoss:
@@ -90,7 +92,7 @@ class LearnedInnerLoss:
     def _input_feature_dim(self) -> int:
         """How many numbers of each point's input the loss network sees: D, or H."""
         if self.pair_inputs == "x":
-            return self.input_dim
+            return self.input_dim  # D
         if not self.adapts_context or not hasattr(self.network, "call_with_penultimate"):
             raise ValueError(
                 "pair_inputs='penultimate' needs VIABLE on CAVIA with the plain output layer "
@@ -130,9 +132,11 @@ class LearnedInnerLoss:
         return tf.concat(parts, axis=-1)  # [B, K, F]
 
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        if self.loss_network.include_inputs and self.pair_inputs == "penultimate":
+        if self.loss_network.include_inputs and self.pair_inputs != "x":
             # What the output layer sees, at the current state: h [B, K, H].
             y_hat, inputs = self.network.call_with_penultimate(support_x, state[0])
+            if self.pair_inputs == "penultimate_stopped":
+                inputs = tf.stop_gradient(inputs)
         else:
             y_hat, inputs = self.predict(state, support_x), support_x  # [B, K, Y], [B, K, D]
         features = self.point_features(inputs, support_y, y_hat)  # [B, K, F]

@@ -80,7 +80,7 @@ class EpisodeSampler:
         needed = num_shots + self.num_queries
         if count < needed:
             raise ValueError(
-                f"class {short!r} has {count} examples; {num_shots}-shot episodes with "
+                f"class {str(short)!r} has {count} examples; {num_shots}-shot episodes with "
                 f"{self.num_queries} queries per class need {needed}"
             )
 

@@ -1,0 +1,243 @@
+"""End to end on images (SPEC §9): the rotated training classes, the learned loss that
+starts flat, relVIABLE's pair network on penultimate features, the class-canonical
+features, and a run's wall-clock across resumptions."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from viable_tf.datasets import load_embeddings, omniglot
+from viable_tf.experiments.omniglot_conv import prepare_pixels
+from viable_tf.learners import CAVIA, VIABLE
+from viable_tf.learners.viable import canonical_logits
+from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, keras_network
+from viable_tf.run_dir import RunDir
+from viable_tf.training.checkpoints import TrainingCheckpoints, WallClock
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
+N, K, C = 3, 2, 6  # way, support points per task (one per class here: K = N below), context
+
+
+def conv_film(input_dim, output_dim, context_dim):
+    """A small conv-FiLM net on 8 x 8 images given as 64 numbers (conv4_film's shape)."""
+    x, context = keras.Input((input_dim,)), keras.Input((context_dim,))
+    h = keras.layers.Reshape((8, 8, 1))(x)
+    for _ in range(2):
+        h = keras.layers.Conv2D(8, 3, padding="same")(h)
+        h = FiLM()([h, context])
+        h = keras.layers.MaxPooling2D(2)(keras.layers.ReLU()(h))
+    h = keras.layers.Flatten()(h)  # [N, 32]
+    return keras.Model([x, context], keras.layers.Dense(output_dim)(h) if output_dim else h)
+
+
+def _episode(b=2, seed=0):
+    rng = np.random.default_rng(seed)
+    support_x = tf.constant(rng.uniform(size=(b, N, 64)), tf.float32)
+    support_y = tf.constant(np.tile(rng.permutation(N), (b, 1)), tf.int32)
+    query_x = tf.constant(rng.uniform(size=(b, 4, 64)), tf.float32)
+    return support_x, support_y, tf.ones([b, N], tf.bool), query_x
+
+
+def _viable(loss_network, **kwargs):
+    keras.utils.set_random_seed(3)
+    return VIABLE(
+        input_dim=64,
+        output_dim=N,
+        context_dim=C,
+        num_inner_steps=2,
+        task_loss="cross_entropy",
+        network=keras_network(conv_film),
+        loss_network=loss_network,
+        **kwargs,
+    )
+
+
+# -- the data: rotations are training classes only -------------------------------------
+
+
+def test_rotations_are_classes_of_their_own_for_meta_training_only(tmp_path):
+    info = prepare_pixels(DATA_DIR, str(tmp_path))
+    assert info["rotated_classes"] == 4 * 153
+    root = tmp_path / "features" / "omniglot"
+    train = load_embeddings(str(root / "pixels_rotated" / "train_embeddings.pkl"))
+    plain = load_embeddings(str(root / "pixels" / "train_embeddings.pkl"))
+    assert len(set(train.classes)) == 612 and len(train.classes) == 4 * len(plain.classes)
+    for degrees in omniglot.ROTATIONS:
+        rotated = [c for c in train.classes if c.endswith(f".rot{degrees}")]
+        assert len(set(rotated)) == 153 and len(rotated) == 153 * 20
+    # The same drawing, rotated by 90 degrees counter-clockwise, under its own class.
+    first = plain.classes[0]
+    i, j = train.classes.index(first), train.classes.index(f"{first}.rot90")
+    image, turned = (train.embeddings[k].reshape(28, 28) for k in (i, j))
+    np.testing.assert_allclose(turned, np.rot90(image), rtol=1e-6)
+    for split in ("val", "test"):  # never rotated, never a rotated class
+        rotated = load_embeddings(str(root / "pixels_rotated" / f"{split}_embeddings.pkl"))
+        unrotated = load_embeddings(str(root / "pixels" / f"{split}_embeddings.pkl"))
+        assert not any(".rot" in c for c in rotated.classes)
+        assert rotated.classes == unrotated.classes
+        np.testing.assert_array_equal(rotated.embeddings, unrotated.embeddings)
+
+
+def test_with_rotations_names_each_rotation_after_its_character():
+    split = omniglot.OmniglotSplit(np.zeros((2, 1, 1, 1)), ["A.c1", "A.c2"], ["1", "2"])
+    images = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3, 1)
+    rotated, names = omniglot.with_rotations(split, images)
+    assert rotated.shape == (8, 3, 3, 1)
+    names_by_rotation = [["A.c1", "A.c2"]] + [
+        [f"A.c1.rot{d}", f"A.c2.rot{d}"] for d in (90, 180, 270)
+    ]
+    assert names.classes == [name for names_ in names_by_rotation for name in names_]
+    np.testing.assert_array_equal(rotated[5, ..., 0], np.rot90(images[1, ..., 0], 2))
+
+
+# -- why simVIABLE collapsed, pinned -------------------------------------------------
+
+
+def test_a_loss_network_from_zero_moves_nothing_at_first_and_still_gets_a_meta_gradient():
+    """The cause of simVIABLE's end-to-end collapse: from the code lineage's random output
+    layer the learned loss's first inner steps move the context in a direction unrelated
+    to the task (meta-training then switched adaptation off). `output_init='zeros'`
+    starts the loss flat: the adapted context is exactly phi_0 = 0, the query loss is
+    CAVIA's unadapted one, and the meta-gradient reaches the output layer, so training
+    shapes the loss before it moves anything. (This fails with the lineage's output.)"""
+    support_x, support_y, mask, query_x = _episode()
+    for network in (SimpleLossNetwork, RelationLossNetwork):
+        flat = _viable(lambda n=network: n(hidden_units=(16, 16), output_init="zeros"))
+        (context,) = flat.adapt(support_x, support_y, mask)
+        np.testing.assert_array_equal(context.numpy(), 0.0)
+        with tf.GradientTape() as tape:
+            (context,) = flat.adapt(support_x, support_y, mask)
+            query_y = tf.zeros(query_x.shape[:2], tf.int32)
+            query_loss = tf.reduce_mean(flat.task_loss(flat.predict([context], query_x), query_y))
+        grad = tape.gradient(query_loss, flat.loss_network._output.kernel)
+        assert np.isfinite(grad.numpy()).all() and np.abs(grad.numpy()).max() > 0
+        lineage = _viable(lambda n=network: n(hidden_units=(16, 16)))
+        (moved,) = lineage.adapt(support_x, support_y, mask)
+        assert np.abs(moved.numpy()).max() > 1e-4  # the random output moves phi at once
+
+
+def test_output_init_is_checked_and_kept_in_the_config():
+    with pytest.raises(ValueError, match="output_init must be one of"):
+        SimpleLossNetwork(output_init="ones")
+    network = RelationLossNetwork(hidden_units=(4,), output_init="zeros")
+    assert RelationLossNetwork.from_config(network.get_config()).output_init == "zeros"
+
+
+# -- class-canonical features ----------------------------------------------------------
+
+
+def test_canonical_logits_put_the_label_first_and_the_rest_in_decreasing_order():
+    logits = tf.constant([[[0.5, 2.0, -1.0, 1.0]]])
+    out = canonical_logits(logits, tf.constant([[2]]))
+    np.testing.assert_array_equal(out.numpy(), [[[-1.0, 2.0, 1.0, 0.5]]])
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        out = canonical_logits(logits, tf.constant([[2]]))
+        weighted = tf.reduce_sum(out * tf.constant([1.0, 10.0, 100.0, 1000.0]))
+    np.testing.assert_array_equal(tape.gradient(weighted, logits).numpy(), [[[1e3, 10, 1, 1e2]]])
+
+
+def test_canonical_class_order_makes_the_learned_loss_blind_to_the_class_numbering():
+    """Relabel the classes of an episode (permute the logits' axis and the labels
+    together): the cross-entropy is unchanged, and so is the learned loss with
+    class_order='canonical'; with the paper's layout it is not."""
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.normal(size=(2, 5, N)), tf.float32)
+    labels = tf.constant(rng.integers(0, N, size=(2, 5)), tf.int32)
+    x = tf.zeros([2, 5, 64])
+    mask = tf.ones([2, 5], tf.bool)
+    permutation = np.array([2, 0, 1])  # new class c is old class permutation[c]
+    relabelled = tf.gather(logits, permutation, axis=-1)
+    new_labels = tf.constant(np.argsort(permutation)[labels.numpy()], tf.int32)
+    for order, invariant in (("canonical", True), ("episode", False)):
+        learner = _viable(lambda: SimpleLossNetwork(hidden_units=(16,)), class_order=order)
+        losses = [
+            learner.loss_network(learner.point_features(x, y, y_hat), mask).numpy()
+            for y_hat, y in ((logits, labels), (relabelled, new_labels))
+        ]
+        if invariant:
+            np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
+        else:
+            assert np.abs(losses[0] - losses[1]).max() > 1e-4
+    assert learner.feature_dim == 1 + N + N  # the paper's layout: L_T, logits, one-hot
+    canonical = _viable(lambda: SimpleLossNetwork(hidden_units=(4,)), class_order="canonical")
+    assert canonical.feature_dim == 1 + N  # the label is the first logit's position
+    with pytest.raises(ValueError, match="class_order must be one of"):
+        _viable(SimpleLossNetwork, class_order="sorted")
+
+
+# -- relVIABLE's pair network on penultimate features ---------------------------------
+
+
+def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_mask():
+    learner = _viable(lambda: RelationLossNetwork(hidden_units=(32, 32)), pair_inputs="penultimate")
+    assert learner.network.penultimate_dim == 32  # 8 x 8 pooled twice, 8 channels
+    assert learner.feature_dim == 1 + N + N + 32  # L_T, logits, one-hot, h
+    support_x, support_y, mask, _ = _episode(b=1, seed=2)
+    state = [tf.random.normal([1, C], seed=1)]
+    loss = learner.inner_loss(state, support_x, support_y, mask).numpy()
+    # The points in another order: the mean over every ordered pair is the same.
+    order = [2, 0, 1]
+    shuffled = learner.inner_loss(
+        state, tf.gather(support_x, order, axis=1), tf.gather(support_y, order, axis=1), mask
+    )
+    np.testing.assert_allclose(shuffled.numpy(), loss, rtol=1e-5)
+    # A padded point, whatever it holds, takes part in no pair.
+    padded_x = tf.concat([support_x, tf.fill([1, 1, 64], 1e3)], axis=1)
+    padded_y = tf.concat([support_y, [[0]]], axis=1)
+    padded_mask = tf.concat([mask, [[False]]], axis=1)
+    padded = learner.inner_loss(state, padded_x, padded_y, padded_mask)
+    np.testing.assert_allclose(padded.numpy(), loss, rtol=1e-5)
+    # The features are the network's own at the current context: phi moves them.
+    y_hat, h = learner.network.call_with_penultimate(support_x, state[0])
+    np.testing.assert_allclose(y_hat.numpy(), learner.predict(state, support_x).numpy(), 1e-5)
+    _, h0 = learner.network.call_with_penultimate(support_x, tf.zeros([1, C]))
+    assert np.abs(h.numpy() - h0.numpy()).max() > 0
+    # and the inner loss's gradient reaches phi through them and through y_hat.
+    with tf.GradientTape() as tape:
+        tape.watch(state)
+        total = tf.reduce_sum(learner.inner_loss(state, support_x, support_y, mask))
+    assert np.abs(tape.gradient(total, state[0]).numpy()).max() > 0
+
+
+def test_penultimate_pair_inputs_need_cavia_with_a_functional_model():
+    with pytest.raises(ValueError, match="pair_inputs must be one of"):
+        _viable(RelationLossNetwork, pair_inputs="pixels")
+    with pytest.raises(ValueError, match="needs VIABLE on CAVIA with the plain output layer"):
+        _viable(RelationLossNetwork, pair_inputs="penultimate", head="prototypes")
+    # The pair network's trainable weights are the learner's own, none twice.
+    learner = _viable(lambda: RelationLossNetwork(hidden_units=(8,)), pair_inputs="penultimate")
+    ids = [id(v) for v in learner.trainable_variables]
+    assert len(ids) == len(set(ids))
+    plain = CAVIA(input_dim=64, output_dim=N, context_dim=C, network=keras_network(conv_film))
+    assert len(plain.network.trainable_variables) == len(learner.network.trainable_variables)
+
+
+# -- a run's wall-clock, across resumptions -------------------------------------------
+
+
+def test_the_wall_clock_is_recorded_with_each_checkpoint_and_resumed(tmp_path):
+    step = tf.Variable(0, dtype=tf.int64)
+
+    def checkpoints():
+        state = tf.train.Checkpoint(step=step)
+        return TrainingCheckpoints(RunDir(str(tmp_path)), state, state, chief=True, keep=2)
+
+    first = checkpoints()
+    first.clock.before = 100.0  # as if this process had run 100 s already
+    step.assign(500)
+    first.latest.save(checkpoint_number=500)
+    first.close()
+    table = WallClock.read(os.path.join(tmp_path, "checkpoints"))
+    assert set(table) == {"500"} and 100.0 <= table["500"] < 160.0
+    second = checkpoints()  # a new process resumes from checkpoint 500
+    assert second.restore() and int(step.numpy()) == 500
+    assert second.clock.before == table["500"]
+    assert second.clock.total() >= table["500"]
+    with open(os.path.join(tmp_path, "checkpoints", WallClock.FILE)) as f:
+        assert json.load(f) == table
