@@ -205,6 +205,29 @@ def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_m
     assert np.abs(tape.gradient(total, state[0]).numpy()).max() > 0
 
 
+def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
+    support_x, support_y, mask, _ = _episode(b=1, seed=3)
+    state = [tf.random.normal([1, C], seed=2)]
+    values, grads = [], []
+    for inputs in ("penultimate", "penultimate_stopped"):
+        learner = _viable(lambda: RelationLossNetwork(hidden_units=(16,)), pair_inputs=inputs)
+        with tf.GradientTape() as tape:
+            tape.watch(state)
+            loss = learner.inner_loss(state, support_x, support_y, mask)
+        values.append(loss.numpy())
+        grads.append(tape.gradient(loss, state[0]).numpy())
+        if inputs == "penultimate_stopped":  # by hand: h as a constant, the rest as is
+            y_hat, h = learner.network.call_with_penultimate(support_x, state[0])
+            with tf.GradientTape() as tape:
+                tape.watch(state)
+                y_hat = learner.predict(state, support_x)
+                features = learner.point_features(tf.constant(h.numpy()), support_y, y_hat)
+                by_hand = learner.loss_network(features, mask)
+            np.testing.assert_allclose(grads[-1], tape.gradient(by_hand, state[0]), rtol=1e-5)
+    np.testing.assert_array_equal(values[0], values[1])  # the same loss, the same weights
+    assert np.abs(grads[0] - grads[1]).max() > 1e-6  # but not the same gradient
+
+
 def test_penultimate_pair_inputs_need_cavia_with_a_functional_model():
     with pytest.raises(ValueError, match="pair_inputs must be one of"):
         _viable(RelationLossNetwork, pair_inputs="pixels")
