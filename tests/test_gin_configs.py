@@ -15,7 +15,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(
     os.path.relpath(path, REPO) for path in glob.glob(os.path.join(REPO, "gin", "sine", "*.gin"))
 )
-METHOD_CONFIGS = [c for c in CONFIGS if os.path.basename(c) not in ("base.gin", "quick.gin")]
+LAYERS = ("base.gin", "quick.gin", "outliers.gin")  # layered on a method, not one alone
+METHOD_CONFIGS = [c for c in CONFIGS if os.path.basename(c) not in LAYERS]
 MACROS = ("NUM_STEPS", "CONTEXT_DIM", "NUM_SUPPORT", "SEED")
 
 
@@ -66,6 +67,13 @@ def test_quick_config_layers_on_a_method(tmp_path, monkeypatch):
     parse_gin(["gin/sine/relviable.gin", "gin/sine/quick.gin"], [])
     trainer = Trainer(model_dir=str(tmp_path))
     assert trainer.num_steps == 25_000 and trainer.learner.method_name == "relviable"
+
+
+def test_the_outliers_config_layers_on_a_method(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    parse_gin(["gin/sine/cavia.gin", "gin/sine/outliers.gin"], ["OUTLIERS=3"])
+    trainer = Trainer(model_dir=str(tmp_path))
+    assert trainer.tasks.hparams()["outliers"] == 3 and trainer.tasks.noise_std == 0.0
 
 
 def test_activation_configs_change_only_the_activation(tmp_path, monkeypatch):

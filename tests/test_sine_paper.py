@@ -119,7 +119,12 @@ def test_reference_lines_set_a_run_beside_the_reproduction():
     assert lines[1].split() == ["CAVIA", "0.200", "+-", "0.020", "(seeds:", "0.200,", "0.210)"]
     assert lines[2].endswith("<- this method") and "relVIABLE (tanh)" in lines[2]
     assert len(lines) == 3  # CAVIA and relVIABLE only
-    for other in ({"context_dim": 3}, {"min_support": 0, "num_support": 20}):
+    for other in (
+        {"context_dim": 3},
+        {"min_support": 0, "num_support": 20},
+        {"outliers": 2},  # corrupted support sets are another setting
+        {"noise_std": 0.5},
+    ):
         record = {"metric": "mse", "hparams": {**hparams, **other}}
         assert sine_report.reference_lines(record, table) == []
     assert sine_report.reference_lines({"metric": "accuracy", "hparams": hparams}, table) == []

@@ -20,11 +20,12 @@ def shipped_reference() -> dict | None:
 
 def reference_lines(record: dict, table: dict | None = None) -> list[str]:
     """Lines that set a sine run's test MSE beside the reproduction's at its setting
-    (C = 5, K = 10); none for another setting or task family."""
+    (C = 5, K = 10, clean support sets); none for another setting or task family."""
     table = shipped_reference() if table is None else table
     hparams = record.get("hparams", {})
     setting = (hparams.get("context_dim"), hparams.get("num_support"), hparams.get("min_support"))
-    if table is None or record.get("metric") != "mse" or setting != (5, 10, 10):
+    corrupted = hparams.get("outliers", 0) or hparams.get("noise_std", 0.0)
+    if table is None or record.get("metric") != "mse" or setting != (5, 10, 10) or corrupted:
         return []
     steps = table["setting"]["num_steps"]
     lines = [

@@ -39,6 +39,8 @@ class FewShotEpisodes(TaskFamily):
         for Mini-ImageNet).
       validation_split, test_split: the splits for early stopping and the test.
       tfds_dir: where the TFDS files are generated (default: data_dir/tfds).
+      label_noise, noisy_shots: 'swap' or 'outlier' label noise in `noisy_shots` shots of
+        every class, in every split's episodes (tasks/corruption.py); queries stay clean.
     """
 
     def __init__(
@@ -53,6 +55,8 @@ class FewShotEpisodes(TaskFamily):
         validation_split: str = "val",
         test_split: str = "test",
         tfds_dir: str | None = None,
+        label_noise: str = "none",
+        noisy_shots: int = 0,
     ) -> None:
         from viable_tf.datasets.leo_tfds import SPLITS, load_split, prepare
 
@@ -66,7 +70,13 @@ class FewShotEpisodes(TaskFamily):
         )
         splits = {s: load_split(builder, s) for s in {*train_splits, validation_split, test_split}}
         check_class_disjoint(splits)
-        settings = {"num_ways": num_ways, "num_shots": num_shots, "num_queries": num_queries}
+        settings = {
+            "num_ways": num_ways,
+            "num_shots": num_shots,
+            "num_queries": num_queries,
+            "label_noise": label_noise,
+            "noisy_shots": noisy_shots,
+        }
         train = [splits[s] for s in train_splits]
         self.train = EpisodeSampler(
             np.concatenate([e for e, _ in train]), np.concatenate([c for _, c in train]), **settings
@@ -74,16 +84,19 @@ class FewShotEpisodes(TaskFamily):
         self.validation = EpisodeSampler(*splits[validation_split], **settings)
         self.test = EpisodeSampler(*splits[test_split], **settings)
         self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
+        self.label_noise, self.noisy_shots = label_noise, noisy_shots
         self.input_dim = self.train.input_dim  # E
         self.output_dim = num_ways  # N logits
         self.task_loss = "cross_entropy"
 
-    def hparams(self) -> dict[str, int]:
-        """N, K and V of the episodes, for results and TensorBoard's HParams."""
+    def hparams(self) -> dict[str, int | str]:
+        """N, K and V of the episodes and their label noise, for results and HParams."""
         return {
             "num_ways": self.num_ways,
             "num_shots": self.num_shots,
             "num_queries": self.num_queries,
+            "label_noise": self.label_noise,
+            "noisy_shots": self.noisy_shots,
         }
 
     def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:

@@ -7,7 +7,12 @@ its seed, so evaluation episodes are fixed by a seed and `dataset()` can batch B
 episodes per meta-update through tf.data. One sampler covers one split; splits are
 class-disjoint by construction when built from disjoint class lists.
 
-Shape legend: N way, K shot, V queries per class, E embedding size, B episodes.
+With `label_noise` ('swap' or 'outlier', tasks/corruption.py), `noisy_shots` = m of each
+class's K shots hold a drawing of another class of the episode or of a class outside it,
+under their class's label; the queries stay clean.
+
+Shape legend: N way, K shot, V queries per class, E embedding size, B episodes, m noisy
+shots per class.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import tensorflow as tf
 
 from viable_tf import ops
 from viable_tf.ops import seed_for
+from viable_tf.tasks import corruption
 from viable_tf.tasks.base import TaskBatch
 
 
@@ -31,6 +37,8 @@ class EpisodeSampler:
         num_ways: int,
         num_shots: int,
         num_queries: int,
+        label_noise: str = "none",
+        noisy_shots: int = 0,
     ) -> None:
         embeddings = np.asarray(embeddings, np.float32)
         labels = np.asarray(labels)
@@ -50,6 +58,8 @@ class EpisodeSampler:
         counts = np.bincount(class_index)
         self._fewest = (classes[counts.argmin()], int(counts.min()))  # (class, examples)
         self.num_queries = num_queries
+        self.num_ways, self.label_noise, self.noisy_shots = num_ways, label_noise, noisy_shots
+        self._num_classes = len(classes)
         self._check_shots(num_shots)
         # [C, M]: row c lists the examples of class c, padded with -1.
         members = np.full((len(classes), counts.max()), -1, np.int32)
@@ -57,7 +67,7 @@ class EpisodeSampler:
             rows = np.flatnonzero(class_index == c)
             members[c, : len(rows)] = rows
         self.classes = classes
-        self.num_ways, self.num_shots = num_ways, num_shots
+        self.num_shots = num_shots
         self.input_dim = embeddings.shape[1]  # E
         self.output_dim = num_ways  # N logits
         self._embeddings = tf.constant(embeddings)
@@ -83,6 +93,14 @@ class EpisodeSampler:
                 f"class {str(short)!r} has {count} examples; {num_shots}-shot episodes with "
                 f"{self.num_queries} queries per class need {needed}"
             )
+        corruption.check_label_noise(
+            self.label_noise,
+            self.noisy_shots,
+            num_shots=num_shots,
+            num_ways=self.num_ways,
+            spare_drawings=count - needed,
+            num_classes=self._num_classes,
+        )
 
     def sample_batch(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
         """B episodes as a pure function of `seed` [2], with a leading axis B.
@@ -91,6 +109,8 @@ class EpisodeSampler:
         query_y int32 [B, N*V]; the mask is all True (every episode has N*K points).
         """
         n, k, v = self.num_ways, self.num_shots, self.num_queries
+        m = self.noisy_shots if self.label_noise != "none" else 0
+        spare = m if self.label_noise == "swap" else 0  # drawings each class gives away
         b = batch_size
         class_seed, example_seed = tf.unstack(ops.split_seed(seed, 2))
         # A random permutation of the classes per episode; label i is chosen[:, i], so
@@ -101,8 +121,10 @@ class EpisodeSampler:
         scores = ops.uniform(tf.shape(members), example_seed)  # [B, N, M]
         valid = tf.range(tf.shape(members)[2]) < tf.gather(self._counts, chosen)[..., None]
         scores = tf.where(valid, scores, 2.0)  # padding sorts last
-        picks = tf.argsort(scores, axis=2, stable=True)[..., : k + v]  # [B, N, K + V]
-        rows = tf.gather(members, picks, batch_dims=2)  # [B, N, K + V]
+        picks = tf.argsort(scores, axis=2, stable=True)[..., : k + v + spare]
+        rows = tf.gather(members, picks, batch_dims=2)  # [B, N, K + V (+ m)]
+        if m:
+            rows = self._noisy_rows(example_seed, order, rows, k=k, v=v, m=m)  # [B, N, K + V]
         x = tf.gather(self._embeddings, rows)  # [B, N, K + V, E]
         y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [b, n, k + v])
         return TaskBatch(
@@ -112,6 +134,37 @@ class EpisodeSampler:
             query_x=tf.reshape(x[:, :, k:], [b, n * v, self.input_dim]),
             query_y=tf.reshape(y[:, :, k:], [b, n * v]),
         )
+
+    def _noisy_rows(self, seed, order, rows, *, k: int, v: int, m: int) -> tf.Tensor:
+        """rows [B, N, K + V (+ m spare)] -> [B, N, K + V] whose first m shots of each
+        class hold drawings of the classes `corruption.noisy_sources` names."""
+        n, b = self.num_ways, tf.shape(order)[0]
+        position_seed, member_seed = tf.unstack(ops.split_seed(seed, 2))
+        if self.label_noise == "swap":
+            # Shot j of class i: the j-th spare drawing of the episode's class at
+            # `position` (each class gives one per j).
+            position = corruption.swap_positions(
+                position_seed, b, num_ways=n, noisy_shots=m
+            )  # [B, N, m]
+            by_shot = tf.transpose(rows[:, :, k + v :], [0, 2, 1])  # [B, m, N] spare drawings
+            noisy = tf.gather(by_shot, tf.transpose(position, [0, 2, 1]), batch_dims=2)
+            return tf.concat([tf.transpose(noisy, [0, 2, 1]), rows[:, :, m : k + v]], axis=2)
+        # outlier: a drawing of a class outside the episode, the class's next in a random
+        # order of its drawings each time it is taken again.
+        position, repeat = corruption.outside_positions(
+            position_seed, b, tf.shape(order)[1], num_ways=n, noisy_shots=m
+        )  # [B, N*m] positions in `order`, [N*m]
+        # A random order of every class's drawings, per episode: [B, C, M].
+        members = tf.gather(self._members, order)  # [B, C, M], padded with -1
+        valid = tf.range(tf.shape(members)[2]) < tf.gather(self._counts, order)[..., None]
+        scores = tf.where(valid, ops.uniform(tf.shape(members), member_seed), 2.0)
+        ranked = tf.argsort(scores, axis=2, stable=True)  # [B, C, M]
+        nth = tf.broadcast_to(repeat[None, :], [b, n * m])  # [B, N*m]
+        slot = tf.stack([position, nth], axis=-1)  # [B, N*m, 2]
+        pick = tf.gather_nd(ranked, slot, batch_dims=1)  # [B, N*m]
+        picked = tf.stack([position, pick], axis=-1)
+        noisy = tf.reshape(tf.gather_nd(members, picked, batch_dims=1), [b, n, m])  # [B, N, m]
+        return tf.concat([noisy, rows[:, :, m : k + v]], axis=2)  # [B, N, K + V]
 
     def sample(self, seed: tf.Tensor) -> TaskBatch:
         """One episode as a pure function of `seed` [2]: x [N*K, E], labels int32 [N*K]."""

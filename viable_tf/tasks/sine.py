@@ -6,6 +6,10 @@ Sampling is stateless: a batch is a pure function of a seed of shape [2], so the
 trainer derives the seed from (run seed, step) and a resumed run sees exactly the
 tasks an uninterrupted one would, with no Python round trip per meta-update.
 
+With `outliers` = m, m of each task's real support points get y drawn uniformly over the
+output range [-A_max, A_max] instead of the curve; with `noise_std` = s, every support y
+gets N(0, s^2) added (SPEC §8; tasks/corruption.py). The query points stay clean.
+
 Shape legend: B tasks, K support points (padded), Q query points, D = Y = 1.
 """
 
@@ -19,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from viable_tf import ops
+from viable_tf.tasks import corruption
 from viable_tf.tasks.base import TaskBatch, TaskFamily
 
 
@@ -58,6 +63,8 @@ class SineTasks(TaskFamily):
         amplitude_range: tuple[float, float] = (0.1, 5.0),
         phase_range: tuple[float, float] = (0.0, math.pi),
         input_range: tuple[float, float] = (-5.0, 5.0),
+        outliers: int = 0,
+        noise_std: float = 0.0,
     ) -> None:
         min_support = num_support if min_support is None else min_support
         if num_support < 0:
@@ -76,6 +83,9 @@ class SineTasks(TaskFamily):
         ):
             if not low < high:
                 raise ValueError(f"{name} must be (low, high) with low < high, got {(low, high)}")
+        corruption.check_outliers(outliers, noise_std, num_support)
+        self.outliers = outliers  # m
+        self.noise_std = float(noise_std)  # s
         self.num_support = num_support
         self.min_support = min_support
         self.num_query = num_query
@@ -83,9 +93,20 @@ class SineTasks(TaskFamily):
         self.phase_range = tuple(float(v) for v in phase_range)
         self.input_range = tuple(float(v) for v in input_range)
 
-    def hparams(self) -> dict[str, int]:
-        """K (the padded size when K varies) and the smallest K, for results and HParams."""
-        return {"num_support": self.num_support, "min_support": self.min_support}
+    def hparams(self) -> dict[str, int | float]:
+        """K (the padded size when K varies), the smallest K, and the corruption of the
+        support sets, for results and HParams."""
+        return {
+            "num_support": self.num_support,
+            "min_support": self.min_support,
+            "outliers": self.outliers,
+            "noise_std": self.noise_std,
+        }
+
+    @property
+    def output_range(self) -> tuple[float, float]:
+        """Where y lies: [-A_max, A_max]; an outlier's y is drawn uniformly from it."""
+        return (-self.amplitude_range[1], self.amplitude_range[1])
 
     def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
         """B training tasks as a pure function of `seed` [2] (see `sample_tasks`)."""
@@ -165,9 +186,20 @@ class SineTasks(TaskFamily):
         else:
             query_x = tf.tile(tf.reshape(query_x, [1, -1, 1]), [batch_size, 1, 1])  # [B, Q, 1]
 
+        support_y = sine_curve(params, support_x)  # [B, K, 1]
+        if self.outliers or self.noise_std:
+            # Its own seed, after the five above (a clean family's draws are unchanged).
+            support_y, _ = corruption.corrupt_targets(
+                ops.split_seed(seed, 6)[5],
+                support_y,
+                support_mask,
+                outliers=self.outliers,
+                noise_std=self.noise_std,
+                output_range=self.output_range,
+            )
         batch = TaskBatch(
             support_x=support_x,
-            support_y=sine_curve(params, support_x),
+            support_y=support_y,
             support_mask=support_mask,
             query_x=query_x,
             query_y=sine_curve(params, query_x),
