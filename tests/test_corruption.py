@@ -173,3 +173,134 @@ def test_label_noise_is_seeded():
 def test_label_noise_that_cannot_be_drawn_is_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _sampler(**kwargs)
+
+
+# -- robust inner losses: the hand-made baselines -----------------------------------------
+
+
+def test_robust_losses_equal_their_numpy_definitions():
+    from viable_tf.learners import task_losses
+
+    rng = np.random.default_rng(0)
+    y_hat, y = rng.normal(size=(2, 5, 1)) * 3, rng.normal(size=(2, 5, 1))
+    error = np.abs(y_hat - y)[..., 0]
+    huber = np.where(error <= 1.0, 0.5 * error**2, error - 0.5)
+    args = (tf.constant(y_hat, tf.float32), tf.constant(y, tf.float32))
+    np.testing.assert_allclose(task_losses.huber(*args), huber, rtol=1e-5)
+    np.testing.assert_allclose(task_losses.absolute_error(*args), error, rtol=1e-5)
+    logits, labels = rng.normal(size=(2, 5, 4)), rng.integers(0, 4, size=(2, 5))
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    target = np.eye(4)[labels] * 0.9 + 0.1 / 4
+    smoothed = -(target * np.log(p)).sum(-1)
+    bounded = 1.0 - np.take_along_axis(p, labels[..., None], -1)[..., 0]
+    args = (tf.constant(logits, tf.float32), tf.constant(labels, tf.int32))
+    np.testing.assert_allclose(task_losses.smoothed_cross_entropy(*args), smoothed, rtol=1e-5)
+    np.testing.assert_allclose(task_losses.bounded_cross_entropy(*args), bounded, rtol=1e-5)
+
+
+def test_a_huber_inner_loss_bounds_an_outliers_pull_on_the_context():
+    """CAVIA adapting with MSE moves phi in proportion to an outlier's error; with Huber
+    the outlier pulls no harder than any point at the threshold. The outer loss stays MSE."""
+    from viable_tf.learners import CAVIA
+
+    tasks = _sine()
+    batch, _ = tasks.sample_tasks(seed_for(0, 1), 8)
+    far = batch.support_y.numpy().copy()
+    far[:, 0] += 1000.0  # one wild outlier per task
+    moved = {}
+    for inner in (None, "huber"):
+        tf.keras.utils.set_random_seed(0)
+        learner = CAVIA(input_dim=1, output_dim=1, inner_task_loss=inner)
+        (clean,) = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        (wild,) = learner.adapt(batch.support_x, tf.constant(far), batch.support_mask)
+        moved[inner] = np.abs(wild.numpy() - clean.numpy()).max()
+        assert learner.hparams()["inner_task_loss"] == (inner or "mse")
+        assert learner.query_loss(batch, [clean]).shape == (8,)  # the MSE on the queries
+    assert moved[None] > 100 * moved["huber"]
+
+
+@pytest.mark.parametrize(
+    ("inner", "task_loss", "message"),
+    [
+        ("hinge", "mse", "unknown inner_task_loss 'hinge'"),
+        ("huber", "cross_entropy", "stands in for 'mse', not this learner's task loss"),
+        ("bounded_cross_entropy", "mse", "stands in for 'cross_entropy'"),
+    ],
+)
+def test_an_inner_loss_that_does_not_fit_is_refused(inner, task_loss, message):
+    from viable_tf.learners import CAVIA
+
+    with pytest.raises(ValueError, match=message):
+        CAVIA(input_dim=1, output_dim=3, task_loss=task_loss, inner_task_loss=inner)
+
+
+# -- robust prototypes --------------------------------------------------------------------
+
+
+def _weiszfeld(points, iterations=10, eps=1e-6):
+    median = points.mean(0)
+    for _ in range(iterations):
+        weights = 1.0 / np.sqrt(((points - median) ** 2).sum(-1) + eps**2)
+        median = (weights[:, None] * points).sum(0) / weights.sum()
+    return median
+
+
+def test_robust_prototypes_resist_a_far_point_and_respect_the_mask():
+    from viable_tf.learners.prototypes import prototype_head
+
+    rng = np.random.default_rng(3)
+    cls0 = rng.normal(size=(4, 3)) * 0.1 + 1.0  # features around (1, 1, 1)
+    far = np.array([[-40.0, 40.0, -40.0]])  # a mislabelled drawing, far away
+    cls1 = rng.normal(size=(5, 3)) * 0.1 + np.array([1.0, -1.0, 0.0])
+    padding = np.full((1, 3), np.inf)
+    features = np.concatenate([cls0, far, cls1, padding])[None].astype(np.float32)  # [1, 11, 3]
+    labels = tf.constant([[0] * 5 + [1] * 5 + [0]])
+    mask = tf.constant([[True] * 10 + [False]])
+    points0 = np.concatenate([cls0, far])
+    expected = {
+        "mean": points0.mean(0),
+        "median": _weiszfeld(points0.astype(np.float64)),
+    }
+    for prototype in ("mean", "median", "weighted"):
+        kernel, bias = prototype_head(tf.constant(features), labels, mask, 2, prototype)
+        mu0 = kernel.numpy()[0, :, 0] / 2.0
+        assert np.isfinite(kernel.numpy()).all() and np.isfinite(bias.numpy()).all()
+        if prototype in expected:
+            np.testing.assert_allclose(mu0, expected[prototype], rtol=1e-4, atol=1e-5)
+        if prototype != "mean":  # the far point barely moves it
+            assert np.abs(mu0 - cls0.mean(0)).max() < 0.5 < np.abs(points0.mean(0) - mu0).max()
+        np.testing.assert_allclose(bias.numpy()[0], -(kernel.numpy()[0] ** 2).sum(0) / 4, 1e-5)
+    # The weighted mean gives the far point no weight (its cosine to the rest is < 0) and
+    # the others their mean cosine to the other points of the class.
+    kernel, _ = prototype_head(tf.constant(features), labels, mask, 2, "weighted")
+    unit = points0 / np.linalg.norm(points0, axis=1, keepdims=True)
+    cosine = unit @ unit.T
+    weight = np.maximum((cosine.sum(1) - 1.0) / 4.0, 0.0)
+    assert weight[-1] == 0.0
+    expected = (weight[:, None] * points0).sum(0) / weight.sum()
+    np.testing.assert_allclose(kernel.numpy()[0, :, 0] / 2.0, expected, rtol=1e-4)
+
+
+def test_at_one_shot_every_prototype_is_the_point_itself():
+    from viable_tf.learners.prototypes import prototype_head
+
+    features = tf.constant(np.random.default_rng(0).normal(size=(2, 3, 4)), tf.float32)
+    labels, mask = tf.constant([[2, 0, 1]] * 2), tf.ones([2, 3], tf.bool)
+    heads = [
+        prototype_head(features, labels, mask, 3, p)[0] for p in ("mean", "median", "weighted")
+    ]
+    for kernel in heads[1:]:
+        np.testing.assert_allclose(kernel.numpy(), heads[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_unknown_prototype_is_refused():
+    from viable_tf.learners import CAVIA
+
+    with pytest.raises(ValueError, match="prototype must be one of"):
+        CAVIA(
+            input_dim=4,
+            output_dim=3,
+            task_loss="cross_entropy",
+            head="prototypes",
+            prototype="mode",
+        )

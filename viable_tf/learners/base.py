@@ -21,7 +21,7 @@ import abc
 import keras
 import tensorflow as tf
 
-from viable_tf.learners.task_losses import get_task_loss
+from viable_tf.learners.task_losses import get_inner_loss, get_task_loss
 from viable_tf.ops import masked_mean
 from viable_tf.tasks.base import TaskBatch
 
@@ -46,6 +46,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         inner_lr: float,
         first_order: bool = False,
         task_loss: str = "mse",
+        inner_task_loss: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -60,6 +61,10 @@ class Learner(keras.layers.Layer, abc.ABC):
         self.first_order = first_order
         self.task_loss_name = task_loss
         self.task_loss = get_task_loss(task_loss)  # L_T, per point
+        # What the inner loop minimises where no loss is learned: L_T, or a robust loss in
+        # its place (e.g. 'huber'; task_losses.INNER_LOSSES). The outer loss is L_T.
+        self.inner_task_loss_name = inner_task_loss
+        self.inner_task_loss = get_inner_loss(inner_task_loss, task_loss)
 
     @property
     def every_class_reason(self) -> str | None:
@@ -86,6 +91,8 @@ class Learner(keras.layers.Layer, abc.ABC):
             "init": getattr(network, "init", "custom"),
             "activation": "none",  # the loss network's; a fixed task loss has none
             "head": getattr(self, "head", "linear"),
+            "inner_task_loss": self.inner_task_loss_name or self.task_loss_name,
+            "prototype": getattr(self, "prototype", "mean"),
         }
 
     @abc.abstractmethod
@@ -110,9 +117,14 @@ class Learner(keras.layers.Layer, abc.ABC):
     def inner_loss(
         self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
     ) -> tf.Tensor:
-        """The loss minimised in the inner loop, per task [B]: the true task loss unless a
-        learner says otherwise (VIABLE's is learned)."""
-        return self.support_loss(state, support_x, support_y, support_mask)
+        """The loss minimised in the inner loop, per task [B]: the true task loss (or the
+        robust `inner_task_loss` in its place) unless a learner says otherwise (VIABLE's
+        is learned)."""
+        if self.inner_task_loss_name is None:
+            return self.support_loss(state, support_x, support_y, support_mask)
+        y_hat = self.predict(state, support_x)
+        point_loss = self.inner_task_loss(y_hat, support_y)  # [B, K]
+        return masked_mean(point_loss, support_mask, axis=1)
 
     def support_loss(
         self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor

@@ -39,6 +39,7 @@ class CAVIA(Learner):
         head: str = "linear",
         head_temperature: float = 1.0,
         learn_temperature: bool = False,
+        prototype: str = "mean",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -62,6 +63,8 @@ class CAVIA(Learner):
             initial_temperature=head_temperature,
             learn_temperature=learn_temperature,
         )
+        # How the head's class prototypes are made from the support features.
+        self.prototype = prototypes.check_prototype(prototype)
         if self.head == "prototypes":
             self.adapts_context = False  # the adapted state holds the head too
             self.adapted_entries = (True, False, False)
@@ -80,7 +83,9 @@ class CAVIA(Learner):
             return self.initial_state(tf.shape(support_x)[0])
         context = tf.zeros(tf.stack([tf.shape(support_x)[0], self.context_dim]))  # phi_0
         features = self.network(support_x, context)  # [B, K, H]
-        kernel, bias = prototypes.prototype_head(features, support_y, support_mask, self.output_dim)
+        kernel, bias = prototypes.prototype_head(
+            features, support_y, support_mask, self.output_dim, self.prototype
+        )
         return [context, kernel, bias]
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:

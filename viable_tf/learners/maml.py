@@ -40,6 +40,7 @@ class MAML(Learner):
         head: str = "linear",
         head_temperature: float = 1.0,
         learn_temperature: bool = False,
+        prototype: str = "mean",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -62,6 +63,8 @@ class MAML(Learner):
             initial_temperature=head_temperature,
             learn_temperature=learn_temperature,
         )
+        # How the head's class prototypes are made from the support features.
+        self.prototype = prototypes.check_prototype(prototype)
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """[per-task copies of theta, (phi), (head kernel, head bias)]."""
@@ -85,7 +88,9 @@ class MAML(Learner):
             return state
         context = state[-3] if self.context_dim else None
         features = self.network.forward(self.network.params, support_x, context)  # [B, K, H]
-        kernel, bias = prototypes.prototype_head(features, support_y, support_mask, self.output_dim)
+        kernel, bias = prototypes.prototype_head(
+            features, support_y, support_mask, self.output_dim, self.prototype
+        )
         return [*state[:-2], kernel, bias]
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:

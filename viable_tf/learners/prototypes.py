@@ -31,6 +31,12 @@ import keras
 import tensorflow as tf
 
 HEADS = ("linear", "prototypes")
+#: How a class's support features become its prototype: their mean (Proto-MAML), their
+#: geometric median, or their mean weighted by how alike each is to the others (the robust
+#: aggregations TraNFS compares, SPEC §8).
+PROTOTYPES = ("mean", "median", "weighted")
+MEDIAN_ITERATIONS = 10  # Weiszfeld steps from the mean
+MEDIAN_EPSILON = 1e-6  # a distance below which a point's weight stops growing
 #: The bias of a class without support points: far below any real class's logit.
 EMPTY_CLASS_BIAS = -1e9
 
@@ -97,18 +103,68 @@ def class_counts(labels: tf.Tensor, mask: tf.Tensor, num_classes: int) -> tf.Ten
     return tf.reduce_sum(members, axis=1)
 
 
+def check_prototype(prototype: str) -> str:
+    if prototype not in PROTOTYPES:
+        raise ValueError(f"prototype must be one of {PROTOTYPES}, got {prototype!r}")
+    return prototype
+
+
+def _weighted_means(members: tf.Tensor, features: tf.Tensor) -> tf.Tensor:
+    """members [B, K, N] (a point's weight in each class), features [B, K, H] ->
+    [B, N, H]: each class's weighted mean (0 for a class with no weight)."""
+    sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
+    return sums / tf.maximum(tf.reduce_sum(members, axis=1), 1e-12)[..., None]
+
+
+def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "mean") -> tf.Tensor:
+    """features [B, K, H] (padding zeroed), members [B, K, N] one-hot of each real point's
+    class -> prototypes [B, N, H]:
+
+    mean: the class mean. median: the geometric median (the point minimising the summed
+    distance to the class's points), by MEDIAN_ITERATIONS Weiszfeld steps from the mean
+    (weights 1 / max(distance, MEDIAN_EPSILON)); one far point moves it by a bounded
+    amount. weighted: the mean weighted by each point's mean cosine similarity to the
+    other points of its class, clipped at 0 (a point unlike the rest counts little; one
+    shot, or no positive similarity, gives the plain mean)."""
+    means = _weighted_means(members, features)  # [B, N, H]
+    if prototype == "mean":
+        return means
+    if prototype == "median":
+        median = means
+        for _ in range(MEDIAN_ITERATIONS):
+            # distance of every point to every class's current median: [B, K, N]
+            gap = features[:, :, None, :] - median[:, None, :, :]  # [B, K, N, H]
+            distance = tf.sqrt(tf.reduce_sum(tf.square(gap), -1) + MEDIAN_EPSILON**2)
+            median = _weighted_means(members / distance, features)
+        return median
+    unit = tf.math.l2_normalize(features, axis=-1)  # [B, K, H]
+    cosine = tf.matmul(unit, unit, transpose_b=True)  # [B, K, K]
+    same = tf.matmul(members, members, transpose_b=True)  # [B, K, K]: 1 if same class
+    others = same - tf.linalg.diag(tf.linalg.diag_part(same))  # without the point itself
+    count = tf.reduce_sum(others, axis=2)  # [B, K]
+    similarity = tf.reduce_sum(cosine * others, axis=2) / tf.maximum(count, 1.0)  # [B, K]
+    weight = tf.where(count > 0, tf.nn.relu(similarity), tf.ones_like(similarity))  # [B, K]
+    weighted = _weighted_means(members * weight[..., None], features)
+    has_weight = tf.reduce_sum(members * weight[..., None], axis=1) > 0  # [B, N]
+    return tf.where(has_weight[..., None], weighted, means)
+
+
 def prototype_head(
-    features: tf.Tensor, labels: tf.Tensor, mask: tf.Tensor, num_classes: int
+    features: tf.Tensor,
+    labels: tf.Tensor,
+    mask: tf.Tensor,
+    num_classes: int,
+    prototype: str = "mean",
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """features [B, K, H], labels int [B, K], mask bool [B, K] -> (kernel [B, H, N],
-    bias [B, N]): w_c = 2 mu_c, b_c = -||mu_c||^2 over each task's real points."""
+    bias [B, N]): w_c = 2 mu_c, b_c = -||mu_c||^2 over each task's real points, mu_c the
+    class's prototype (`class_prototypes`: its mean unless said otherwise)."""
     real = tf.cast(mask, features.dtype)  # [B, K]
     # Padded points may hold anything (even inf): zeroed, not multiplied by 0.
     features = tf.where(mask[..., None], features, tf.zeros_like(features))
     members = tf.one_hot(labels, num_classes, dtype=features.dtype) * real[..., None]  # [B,K,N]
     counts = tf.reduce_sum(members, axis=1)  # [B, N], as class_counts
-    sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
-    means = sums / tf.maximum(counts, 1.0)[..., None]  # [B, N, H]
+    means = class_prototypes(features, members, prototype)  # [B, N, H]
     kernel = 2.0 * tf.transpose(means, [0, 2, 1])  # [B, H, N]
     bias = -tf.reduce_sum(tf.square(means), axis=-1)  # [B, N]
     bias = tf.where(counts > 0, bias, tf.fill(tf.shape(bias), EMPTY_CLASS_BIAS))
