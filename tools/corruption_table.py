@@ -1,0 +1,157 @@
+"""Sine with outliers in the support sets (SPEC §8, issue 41): each method trained clean and
+trained with m outliers of K = 10, each tested at every m, beside the oracle that drops
+the outliers (trained and tested on the K - m clean points).
+
+    .venv/bin/python tools/corruption_table.py --work_dir runs/outliers \
+        [--train_outliers 0,2] [--test_outliers 0,1,2,3] [--jobs 2] [--num_steps 25000]
+
+Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-train (one
+thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
+absolute-error inner loss (its outer loss stays the MSE). Each trained run is then tested
+on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
+(the query grid stays clean). Rerun to resume: finished runs and tests are read back.
+Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+#: row -> (config, extra gin bindings)
+METHODS = {
+    "cavia": ("sine/cavia.gin", ()),
+    "cavia_huber": ("sine/cavia.gin", ("CAVIA.inner_task_loss='huber'",)),
+    "cavia_absolute": ("sine/cavia.gin", ("CAVIA.inner_task_loss='absolute_error'",)),
+    "maml": ("sine/maml.gin", ()),
+    "simviable": ("sine/simviable.gin", ()),
+    "relviable": ("sine/relviable.gin", ()),
+    "attviable": ("sine/attviable.gin", ()),
+}
+LABELS = {
+    "cavia": "CAVIA",
+    "cavia_huber": "CAVIA, Huber inner loss",
+    "cavia_absolute": "CAVIA, absolute-error inner loss",
+    "maml": "MAML",
+    "simviable": "simVIABLE",
+    "relviable": "relVIABLE",
+    "attviable": "attVIABLE",
+}
+ORACLES = ("cavia", "relviable")  # trained and tested on the clean points only
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def train(work_dir: str, run: str, config: str, bindings: tuple[str, ...], steps: int) -> str:
+    model_dir = os.path.join(work_dir, "runs", run)
+    if os.path.exists(os.path.join(model_dir, "results.json")):
+        return model_dir
+    os.makedirs(model_dir, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "viable_tf.cli.train",
+        f"--gin_file={config}",
+        "--gin_file=sine/quick.gin",
+        "--gin_file=sine/outliers.gin",
+        f"--gin_param=NUM_STEPS={steps}",
+        "--gin_param=Trainer.show_progress=False",
+        *(f"--gin_param={b}" for b in bindings),
+        f"--model_dir={model_dir}",
+    ]
+    env = {
+        **os.environ,
+        "TF_NUM_INTRAOP_THREADS": "1",
+        "TF_NUM_INTEROP_THREADS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    with open(os.path.join(model_dir, "log.txt"), "a") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if done.returncode:
+        raise RuntimeError(f"{run} failed; see {model_dir}/log.txt")
+    return model_dir
+
+
+def test(model_dir: str, outliers: int, num_support: int | None = None) -> dict:
+    """The run's best checkpoint on the test tasks with `outliers` in each support set."""
+    path = os.path.join(model_dir, f"test_m{outliers}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    from viable_tf.config import load_run
+    from viable_tf.training.experiment import evaluate_loaded, write_json
+
+    run = load_run(model_dir, (f"SineTasks.outliers={outliers}",))
+    record = evaluate_loaded(run, num_support=num_support)
+    write_json(record, path)
+    return record
+
+
+def _cell(record: dict) -> str:
+    return f"{record['mean']:.3f} ± {record['ci95']:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work_dir", required=True)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--train_outliers", default="0,2")
+    parser.add_argument("--test_outliers", default="0,1,2,3")
+    parser.add_argument("--num_support", type=int, default=10)
+    parser.add_argument("--num_steps", type=int, default=25000)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
+    trained, tested = _ints(args.train_outliers), _ints(args.test_outliers)
+    if any(m > args.num_support for m in trained + tested):
+        parser.error(f"outliers must be <= num_support={args.num_support}")
+    jobs = {}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for method in methods:
+            config, bindings = METHODS[method]
+            for m in trained:
+                run = f"{method}_train_m{m}"
+                jobs[run] = pool.submit(
+                    train, args.work_dir, run, config, (*bindings, f"OUTLIERS={m}"), args.num_steps
+                )
+            if method in ORACLES:
+                for m in sorted(set(tested) - {0}):
+                    clean = args.num_support - m
+                    run = f"{method}_oracle_k{clean}"
+                    oracle = (*bindings, "OUTLIERS=0", f"NUM_SUPPORT={clean}")
+                    jobs[run] = pool.submit(
+                        train, args.work_dir, run, config, oracle, args.num_steps
+                    )
+    dirs = {run: job.result() for run, job in jobs.items()}
+    columns = [(tm, m) for tm in trained for m in tested]
+    lines = [
+        "| method | " + " | ".join(f"trained m={tm}, tested m={m}" for tm, m in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for method in methods:
+        cells = [_cell(test(dirs[f"{method}_train_m{tm}"], m)) for tm, m in columns]
+        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+        if method in ORACLES:
+            cells = [
+                _cell(test(dirs[f"{method}_oracle_k{args.num_support - m}"], 0)) if m else ""
+                for _, m in columns
+            ]
+            label = f"{LABELS[method]}, oracle (the K - m clean points only)"
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.work_dir, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
