@@ -20,6 +20,7 @@ import tensorflow as tf
 from viable_tf.evaluation import protocols
 from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluation, Evaluator
 from viable_tf.learners.base import Learner
+from viable_tf.learners.prototypes import class_prototypes
 from viable_tf.tasks.base import TaskBatch
 from viable_tf.tasks.classification import FewShotEpisodes
 from viable_tf.tasks.episodes import EpisodeSampler
@@ -51,18 +52,19 @@ class ClassificationEvaluator(Evaluator):
         return query_accuracy(learner, state, batch)
 
 
-def nearest_mean_accuracy(evaluator: ClassificationEvaluator) -> Evaluation:
+def nearest_mean_accuracy(
+    evaluator: ClassificationEvaluator, prototype: str = "mean"
+) -> Evaluation:
     """A reference without meta-learning on the same episodes: each query takes the
     label of the nearest class mean of its episode's support embeddings (Euclidean).
-    It shows how much the embedding alone separates the classes."""
+    It shows how much the embedding alone separates the classes. `prototype`: the class
+    mean, or a robust aggregation in its place ('median', 'weighted';
+    learners/prototypes.class_prototypes), for support sets with label noise."""
     ways = evaluator.sampler.num_ways
     accuracy = []
     for batch in evaluator.dataset:
         onehot = tf.one_hot(batch.support_y, ways)  # [B, N*K, N]
-        means = (
-            tf.einsum("bkn,bke->bne", onehot, batch.support_x)
-            / tf.reduce_sum(onehot, axis=1)[..., None]
-        )  # [B, N, E]
+        means = class_prototypes(batch.support_x, onehot, prototype)  # [B, N, E]
         distance = tf.reduce_sum(
             tf.square(batch.query_x[:, :, None, :] - means[:, None, :, :]), axis=-1
         )  # [B, N*V, N]
