@@ -233,6 +233,13 @@ def _parser() -> argparse.ArgumentParser:
     sine = commands.add_parser("sine", help="adapt to a random sine task, print the fit's MSE")
     sine.add_argument("--num_support", type=int, default=10)
     sine.add_argument("--seed", type=int, default=0)
+    sine.add_argument(
+        "--outliers",
+        type=int,
+        default=0,
+        help="of the support points, with y drawn over the output range (the error is "
+        "against the clean curve)",
+    )
     omniglot = commands.add_parser(
         "omniglot", help="an N-way K-shot episode of Omniglot test images, print the accuracy"
     )
@@ -271,11 +278,17 @@ def main() -> None:
         else:
             from viable_tf.tasks.sine import SineTasks  # the training tasks' ranges
 
+            if not 0 <= args.outliers <= args.num_support:
+                raise SystemExit(
+                    f"viable-client: --outliers must be in [0, --num_support="
+                    f"{args.num_support}], got {args.outliers}"
+                )
             inputs, (amplitude, phase) = SineTasks().request(
                 np.random.default_rng(args.seed),
                 num_support=args.num_support,
                 num_query=100,
                 grid=True,
+                outliers=args.outliers,
             )
             query_x = inputs[sig.QUERY_X]
             outputs = client.predict(
@@ -289,8 +302,9 @@ def main() -> None:
                 np.mean((outputs[sig.PREDICTIONS] - amplitude * np.sin(query_x - phase)) ** 2)
             )
             print(
-                f"sine task A={amplitude:.2f}, p={phase:.2f}, K={args.num_support}: "
-                f"MSE over 100 points = {mse:.4f}"
+                f"sine task A={amplitude:.2f}, p={phase:.2f}, K={args.num_support}"
+                + (f" ({args.outliers} outliers)" if args.outliers else "")
+                + f": MSE over 100 points of the clean curve = {mse:.4f}"
             )
     except grpc.RpcError as error:
         print(f"viable-client: {error.code().name}: {error.details()}", file=sys.stderr)

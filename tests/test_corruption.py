@@ -304,3 +304,17 @@ def test_an_unknown_prototype_is_refused():
             head="prototypes",
             prototype="mode",
         )
+
+
+def test_a_served_request_can_carry_outliers():
+    rng = np.random.default_rng(5)
+    clean, (amplitude, phase) = _sine().request(
+        np.random.default_rng(5), num_support=6, num_query=3
+    )
+    noisy, same = _sine().request(rng, num_support=6, num_query=3, outliers=2)
+    assert same == (amplitude, phase)
+    np.testing.assert_array_equal(noisy["support_x"], clean["support_x"])
+    moved = noisy["support_y"] != clean["support_y"]
+    assert moved.sum() == 2 and np.abs(noisy["support_y"]).max() <= 5.0
+    with pytest.raises(ValueError, match="outliers must be in"):
+        _sine().request(rng, num_support=6, num_query=3, outliers=7)

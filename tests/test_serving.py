@@ -822,6 +822,10 @@ def test_client_command_line(server, monkeypatch, capsys):
 
     code, out = run("--model_name=viable", "sine", "--num_support=5")
     assert code == 0 and "MSE over 100 points" in out.out
+    code, out = run("--model_name=viable", "sine", "--num_support=5", "--outliers=2")
+    assert code == 0 and "K=5 (2 outliers): MSE over 100 points of the clean curve" in out.out
+    code, _ = run("--model_name=viable", "sine", "--num_support=5", "--outliers=6")
+    assert "--outliers must be in [0, --num_support=5], got 6" in str(code)
     code, out = run("--model_name=viable", "status")
     assert code == 0 and json.loads(out.out)[0]["state"] == "AVAILABLE"
     code, out = run("--model_name=nope", "status")

@@ -118,21 +118,35 @@ class SineTasks(TaskFamily):
         return self.request(rng, num_support=num_support, num_query=num_query)[0]
 
     def request(
-        self, rng: np.random.Generator, *, num_support: int, num_query: int, grid: bool = False
+        self,
+        rng: np.random.Generator,
+        *,
+        num_support: int,
+        num_query: int,
+        grid: bool = False,
+        outliers: int = 0,
     ) -> tuple[dict[str, np.ndarray], tuple[float, float]]:
         """One task as a serving request, drawn from `rng`: ({support_x [1, K, 1],
         support_y, query_x [1, Q, 1]}, (amplitude, phase)). The query inputs are drawn too,
-        or (`grid`) evenly spaced over the input range. What the warm-up requests, the
-        client and the serving benchmarks send."""
+        or (`grid`) evenly spaced over the input range. With `outliers` = m, m support
+        points at random get y uniform over the output range (the client sending a
+        corrupted support set). What the warm-up requests, the client and the serving
+        benchmarks send."""
+        if not 0 <= outliers <= num_support:
+            raise ValueError(f"outliers must be in [0, num_support={num_support}], got {outliers}")
         amplitude, phase = rng.uniform(*self.amplitude_range), rng.uniform(*self.phase_range)
         support_x = rng.uniform(*self.input_range, (1, num_support, 1)).astype(np.float32)
         if grid:
             query_x = np.linspace(*self.input_range, num_query, dtype=np.float32)
         else:
             query_x = rng.uniform(*self.input_range, (1, num_query, 1)).astype(np.float32)
+        support_y = amplitude * np.sin(support_x - phase)  # [1, K, 1]
+        if outliers:
+            bad = rng.choice(num_support, size=outliers, replace=False)
+            support_y[0, bad, 0] = rng.uniform(*self.output_range, outliers)
         inputs = {
             "support_x": support_x,
-            "support_y": (amplitude * np.sin(support_x - phase)).astype(np.float32),
+            "support_y": support_y.astype(np.float32),
             "query_x": query_x.reshape(1, num_query, 1),
         }
         return inputs, (float(amplitude), float(phase))
