@@ -264,3 +264,26 @@ def test_the_wall_clock_is_recorded_with_each_checkpoint_and_resumed(tmp_path):
     assert second.clock.total() >= table["500"]
     with open(os.path.join(tmp_path, "checkpoints", WallClock.FILE)) as f:
         assert json.load(f) == table
+
+
+def test_relviable_on_penultimate_features_exports_and_reloads_in_plain_tensorflow(tmp_path):
+    """The export traces the two-output model inside the served graph: standard ops only,
+    and the reloaded SavedModel answers as the learner does."""
+    from viable_tf.export import export_saved_model
+
+    learner = _viable(
+        lambda: RelationLossNetwork(hidden_units=(16,), output_init="zeros"),
+        pair_inputs="penultimate_stopped",
+    )
+    learner.loss_network._output.kernel.assign(tf.fill([16, 1], 0.05))  # a loss that moves phi
+    support_x, support_y, mask, query_x = _episode(b=1, seed=4)
+    base = str(tmp_path / "export")
+    export_saved_model(learner, base)
+    (version,) = [name for name in os.listdir(base) if name.isdigit()]
+    served = tf.saved_model.load(os.path.join(base, version)).signatures["serving_default"]
+    out = served(support_x=support_x, support_y=support_y, query_x=query_x)
+    state = learner.adapt(support_x, support_y, mask)
+    assert np.abs(state[0].numpy()).max() > 0
+    np.testing.assert_allclose(
+        out["logits"].numpy(), learner.predict(state, query_x).numpy(), rtol=1e-5, atol=1e-6
+    )
