@@ -38,6 +38,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from viable_tf.networks import task_stacked
+
 Build = Callable[[int, int | None, int], keras.Model]
 
 
@@ -92,6 +94,9 @@ class UserNetwork(keras.layers.Layer):
         self.output_layer = output_layer
         self.init = "custom"
         self._feature_dim = self._check(model)
+        # Without a context, a chain of standard layers runs per-task weights stacked.
+        chain = None if context_dim else task_stacked.chain_of_known_layers(model)
+        object.__setattr__(self, "_chain", chain)  # the model's own layers: not re-tracked
 
     def _inputs(self, x, context):
         return [x, context] if self.context_dim else x
@@ -197,12 +202,15 @@ class UserNetwork(keras.layers.Layer):
         )
         if not per_task:
             return self._points(params, x, context)
-        # One copy of the weights per task: the model per task, over its own points,
-        # vectorised (pfor; a loop where an op has no batched form, as a per-task conv).
+        # One copy of the weights per task: a chain of standard layers with the tasks
+        # stacked (each convolution one grouped convolution), else the model per task over
+        # its own points, vectorised (pfor; a loop where an op has no batched form).
         params = [
             p if len(p.shape) == len(v.shape) + 1 else tf.repeat(p[None], tf.shape(x)[0], 0)
             for p, v in zip(params, variables, strict=True)
         ]
+        if self._chain is not None:  # the tasks stacked on the channel axis (task_stacked.py)
+            return task_stacked.stacked_forward(self._chain, variables, params, x)
         contexts = context if self.context_dim else tf.zeros([tf.shape(x)[0], 0], x.dtype)
         return tf.vectorized_map(
             lambda task: self._points(task[0], task[1][None], task[2][None])[0],
