@@ -18,6 +18,7 @@ Stages, each skipped when its output exists:
               (the usual augmentation; validation and test are never rotated)
   2. train    each method x setting from gin/omniglot_conv/ (Trainer.jit_compile=False):
               W/runs/<method>_<N>way<K>shot/results.json
+  3. sweep    the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
 Then W/results.json and W/results.md, with the time per meta-update of each run and the
 nearest class mean of the (l2-normalised) pixels on the same test episodes.
 """
@@ -150,13 +151,21 @@ def _main() -> int:
             run = f"{method}_{setting}"
             omniglot.train(args.work_dir, run, params, configs=CONFIGS)
             model_dir = os.path.join(args.work_dir, "runs", run)
-            summary["runs"][run] = RunDir(model_dir).read_results()
+            record = RunDir(model_dir).read_results()
+            if setting == "5way5shot":  # the paper's sweep: tested at 1..9 shots
+                omniglot.sweep(args.work_dir, run, omniglot.SWEEP_SHOTS)
+                record["by_shots"] = {
+                    str(k): omniglot.read_json(RunDir(model_dir).evaluation(k))
+                    for k in omniglot.SWEEP_SHOTS
+                }
+            summary["runs"][run] = record
             print(f"{run}: {100 * summary['runs'][run]['mean']:.1f}%", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's
     summary["reference"] = {
         s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS) for s in settings
     }
     summary.update(
+        sweep_shots=list(omniglot.SWEEP_SHOTS),
         pixels=pixels,
         wall_clock_seconds=round(time.perf_counter() - start, 1),
         command=" ".join(["python -m viable_tf.experiments.omniglot_conv", *sys.argv[1:]]),
