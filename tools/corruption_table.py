@@ -106,6 +106,9 @@ def main() -> None:
     parser.add_argument("--num_support", type=int, default=10)
     parser.add_argument("--num_steps", type=int, default=25000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--figure", default=None, help="PNG: CAVIA and relVIABLE trained with outliers, adapted"
+    )
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(METHODS))
@@ -151,6 +154,12 @@ def main() -> None:
     with open(os.path.join(args.work_dir, "table.md"), "w") as f:
         f.write(text)
     print(text)
+    m = max(trained)
+    if args.figure and m and {"cavia", "relviable"} <= set(methods):
+        from viable_tf.experiments.sine_figures import adapted_with_outliers
+
+        runs = {"CAVIA": dirs[f"cavia_train_m{m}"], "relVIABLE": dirs[f"relviable_train_m{m}"]}
+        adapted_with_outliers(runs, path=args.figure, outliers=m)
 
 
 if __name__ == "__main__":

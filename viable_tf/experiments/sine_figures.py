@@ -59,6 +59,55 @@ def adapted_from_four_points(model_dirs: dict[str, str], *, path: str, num_tasks
     plt.close(figure)
 
 
+def adapted_with_outliers(
+    model_dirs: dict[str, str], *, path: str, outliers: int = 2, num_tasks: int = 3
+) -> None:
+    """Tasks adapted from K = 10 points of which `outliers` have y drawn over the output
+    range (SPEC §8): truth, the clean points, the outliers marked, and each run's fit
+    (`model_dirs`: label -> trained run, e.g. CAVIA and relVIABLE). The tasks are the first
+    `num_tasks` of a fixed seed, not picked by hand; the same for every run."""
+    fits = {}
+    for label, model_dir in model_dirs.items():
+        run = load_run(model_dir, (f"SineTasks.outliers={outliers}",))
+        grid = run.tasks.evaluation_grid(200)
+        batch, params = run.tasks.sample_tasks(
+            seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=10, query_x=grid
+        )
+        state = run.learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        fits[label] = run.learner.predict(state, batch.query_x).numpy()[..., 0]  # [B, Q]
+        gin.clear_config()
+    x = grid.numpy()
+    truth = sine_curve(params, batch.query_x).numpy()[..., 0]
+    support_x, support_y = batch.support_x.numpy()[..., 0], batch.support_y.numpy()[..., 0]
+    bad = np.abs(support_y - sine_curve(params, batch.support_x).numpy()[..., 0]) > 1e-6
+    figure, axes = plt.subplots(1, num_tasks, figsize=(4.2 * num_tasks, 3.4))
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        ax.plot(x, truth[i], color="black", label="truth")
+        for (label, fit), color in zip(fits.items(), FIT_COLORS, strict=False):
+            ax.plot(x, fit[i], color=color, label=label)
+        good = ~bad[i]
+        ax.scatter(support_x[i, good], support_y[i, good], color="tab:blue", zorder=3)
+        ax.scatter(
+            support_x[i, bad[i]], support_y[i, bad[i]], color="red", marker="x", s=60, zorder=4
+        )
+        ax.set_xlabel("x")
+        ax.set_ylim(-5.5, 5.5)
+    handles = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    np.atleast_1d(axes)[0].legend(
+        [
+            *handles[0],
+            plt.Line2D([], [], color="tab:blue", marker="o", linestyle=""),
+            plt.Line2D([], [], color="red", marker="x", linestyle=""),
+        ],
+        [*handles[1], "support", f"outliers ({outliers} of 10)"],
+        fontsize="small",
+    )
+    figure.suptitle(f"Sine tasks adapted from K = 10 points, {outliers} of them outliers")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def _support_losses(learner, batch):
     """Per task [B]: inner loss and true support MSE, before and after adaptation."""
     before = learner.initial_state(tf.shape(batch.support_x)[0])
