@@ -91,3 +91,20 @@ def test_episodes_meta_train_on_train_and_val_and_refuse_shared_classes(tmp_path
         pickle.dump(data, f, protocol=2)
     with pytest.raises(ValueError, match=r"share 1 classes .* must be class-disjoint"):
         FewShotEpisodes(data_dir=shared)
+
+
+def test_runs_started_together_prepare_the_same_files_once(tmp_path):
+    """Two runs started at once (one per core) used to generate the same TFDS files
+    together, and the second failed renaming its folder onto the first's."""
+    import concurrent.futures
+
+    root = write_fake_leo(tmp_path / "leo", per_class=5)
+    tfds_dir = str(tmp_path / "tfds")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        jobs = [
+            pool.submit(prepare, "mini_imagenet_center", manual_dir=root, data_dir=tfds_dir)
+            for _ in range(2)
+        ]
+        builders = [job.result() for job in jobs]  # neither raised
+    sizes = {b.info.splits["train"].num_examples for b in builders}
+    assert len(sizes) == 1 and sizes.pop() > 0

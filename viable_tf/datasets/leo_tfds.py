@@ -19,6 +19,7 @@ class and image ids; embeddings are l2-normalised as LEO does.
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 import numpy as np
@@ -151,10 +152,15 @@ def prepare(config: str, *, manual_dir: str, data_dir: str) -> LeoEmbeddings:
             f"embeddings directory {manual_dir} does not exist; expected the LEO layout "
             "<dir>/<dataset>/<view>/<train|val|test>_embeddings.pkl"
         )
-    builder = LeoEmbeddings(config=config, data_dir=data_dir)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
-    )
+    os.makedirs(data_dir, exist_ok=True)
+    # Runs started together (one per core) would generate the same files at once, and
+    # the second to finish fails renaming its folder onto the first's: one at a time.
+    with open(os.path.join(data_dir, f".{config}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        builder = LeoEmbeddings(config=config, data_dir=data_dir)
+        builder.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+        )
     return builder
 
 
