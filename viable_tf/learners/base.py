@@ -120,17 +120,18 @@ class Learner(keras.layers.Layer, abc.ABC):
         """The loss minimised in the inner loop, per task [B]: the true task loss (or the
         robust `inner_task_loss` in its place) unless a learner says otherwise (VIABLE's
         is learned)."""
-        if self.inner_task_loss_name is None:
-            return self.support_loss(state, support_x, support_y, support_mask)
-        y_hat = self.predict(state, support_x)
-        point_loss = self.inner_task_loss(y_hat, support_y)  # [B, K]
-        return masked_mean(point_loss, support_mask, axis=1)
+        return self._support_mean(self.inner_task_loss, state, support_x, support_y, support_mask)
 
     def support_loss(
         self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
     ) -> tf.Tensor:
         """The true task loss L_T on the support set, per task [B]."""
-        point_loss = self.task_loss(self.predict(state, support_x), support_y)  # [B, K]
+        return self._support_mean(self.task_loss, state, support_x, support_y, support_mask)
+
+    def _support_mean(self, point_loss_fn, state, support_x, support_y, support_mask):
+        """A per-point loss of the adapted predictions, averaged over each task's real
+        support points: [B]."""
+        point_loss = point_loss_fn(self.predict(state, support_x), support_y)  # [B, K]
         return masked_mean(point_loss, support_mask, axis=1)
 
     def adapt(

@@ -69,7 +69,6 @@ class _Batched:
             shape = tf.shape(t)
             t = tf.transpose(t, [1, 2, 3, 0, 4])  # [P, H, W, B, C]
             self.tensor = tf.reshape(t, tf.stack([shape[1], shape[2], shape[3], -1]))
-            self.channels = t.shape[-1]
             self.stacked = True
         return self.tensor
 
@@ -98,7 +97,7 @@ def stacked_forward(
         elif isinstance(layer, keras.layers.Conv2D):
             t = h.to_stacked()  # [P, H, W, B * C_in]
             kernel = weight[id(layer.kernel)]  # [B, kh, kw, C_in, C_out]
-            kh, kw, c_in, c_out = layer.kernel.shape
+            kh, kw, c_in, _ = layer.kernel.shape
             filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [kh, kw, c_in, -1])
             t = tf.nn.conv2d(
                 t,
@@ -109,7 +108,7 @@ def stacked_forward(
             )
             if layer.use_bias:
                 t = t + tf.reshape(weight[id(layer.bias)], [-1])  # [B * C_out]
-            h.tensor, h.channels = layer.activation(t), c_out
+            h.tensor = layer.activation(t)
         elif isinstance(layer, POOLING):
             pool = tf.nn.max_pool2d if isinstance(layer, keras.layers.MaxPooling2D) else None
             pool = pool or tf.nn.avg_pool2d
