@@ -168,6 +168,16 @@ def test_label_noise_is_seeded():
             "the smallest class has 1 beyond its shots and queries",
         ),
         ({"label_noise": "outlier", "noisy_shots": 1, "num_ways": 12}, "classes outside"),
+        (  # 11 noisy shots of 11 classes from the 1 class outside: more than its 20 drawings
+            {
+                "label_noise": "outlier",
+                "noisy_shots": 2,
+                "num_ways": 11,
+                "num_shots": 2,
+                "num_queries": 1,
+            },
+            "takes up to 22 drawings of each of the 1 classes outside",
+        ),
     ],
 )
 def test_label_noise_that_cannot_be_drawn_is_refused(kwargs, message):

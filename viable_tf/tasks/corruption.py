@@ -85,11 +85,13 @@ def check_label_noise(
     num_shots: int,
     num_ways: int,
     spare_drawings: int,
+    fewest_drawings: int,
     num_classes: int,
 ) -> None:
     """Refuses, with one line, label noise an episode sampler cannot draw: a kind that
     does not exist, more noisy shots than shots, a swap without the spare drawings to
-    swap in, outliers without classes outside the episode."""
+    swap in, outliers without classes outside the episode or without enough drawings of
+    them (`fewest_drawings`: the smallest class's) to take each at most once."""
     if label_noise not in LABEL_NOISE:
         raise ValueError(f"label_noise must be one of {LABEL_NOISE}, got {label_noise!r}")
     if noisy_shots < 0:
@@ -115,7 +117,7 @@ def check_label_noise(
         )
     if label_noise == "outlier":
         repeats = -(-num_ways * noisy_shots // (num_classes - num_ways))  # ceil
-        if repeats > spare_drawings + num_shots + 1:  # a class's drawings, at the fewest
+        if repeats > fewest_drawings:
             raise ValueError(
                 f"label_noise='outlier' with noisy_shots={noisy_shots} takes up to {repeats} "
                 f"drawings of each of the {num_classes - num_ways} classes outside an episode"

@@ -99,6 +99,7 @@ class EpisodeSampler:
             num_shots=num_shots,
             num_ways=self.num_ways,
             spare_drawings=count - needed,
+            fewest_drawings=count,
             num_classes=self._num_classes,
         )
 
