@@ -6,7 +6,9 @@ does that, but TensorFlow has no batched convolution: `tf.vectorized_map` falls 
 a loop over tasks, and XLA cannot compile the loop. Stacked on the channel axis, B tasks'
 convolutions are one grouped convolution (an input of B * C_in channels, a filter of
 C_in -> B * C_out, so output group b sees input group b alone), which oneDNN runs as one
-op, with first- and second-order gradients.
+op, with first- and second-order gradients, where the CPU kernels have them: oneDNN's do,
+TensorFlow's own (TF_ENABLE_ONEDNN_OPTS=0) refuse a grouped convolution's gradient, so
+there `grouped_gradients_supported()` is False and convolutions take the loop.
 
 `stacked_forward` runs a chain of layers it knows (InputLayer, Reshape, Conv2D, Dense,
 ReLU, Activation, MaxPooling2D, AveragePooling2D, Flatten; each layer's input the
@@ -19,6 +21,7 @@ map, F features, Y outputs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import keras
@@ -28,6 +31,22 @@ ELEMENTWISE = (keras.layers.ReLU, keras.layers.Activation)
 POOLING = (keras.layers.MaxPooling2D, keras.layers.AveragePooling2D)
 KNOWN = (keras.layers.InputLayer, keras.layers.Reshape, keras.layers.Conv2D)
 KNOWN += (keras.layers.Dense, keras.layers.Flatten, *ELEMENTWISE, *POOLING)
+
+
+@functools.cache
+def grouped_gradients_supported() -> bool:
+    """Whether this process's kernels give a grouped convolution's gradients (tried once on
+    a tiny one): oneDNN's do, TensorFlow's own CPU kernels do not."""
+    x = tf.ones([1, 3, 3, 2])
+    filters = tf.ones([1, 1, 1, 2])  # two groups of one channel
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.nn.conv2d(x, filters, 1, "SAME"))
+        tape.gradient(y, [x, filters])
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+        return False
+    return True
 
 
 def chain_of_known_layers(model: keras.Model) -> list[keras.layers.Layer] | None:
@@ -41,6 +60,9 @@ def chain_of_known_layers(model: keras.Model) -> list[keras.layers.Layer] | None
         return None
     layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
     if not layers or any(not isinstance(layer, KNOWN) for layer in layers):
+        return None
+    convolutions = any(isinstance(layer, keras.layers.Conv2D) for layer in layers)
+    if convolutions and not grouped_gradients_supported():
         return None
     previous = model.inputs[0]
     for layer in layers:
