@@ -81,9 +81,10 @@ def _shape_key(inputs: dict[str, np.ndarray], pad: bool) -> tuple:
 
 def with_mask(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A request to a mask-free signature, for its masked form: every point is real."""
-    if sig.SUPPORT_MASK in inputs or sig.SUPPORT_X not in inputs:
+    support = next((inputs[name] for name in sig.SUPPORT_INPUTS if name in inputs), None)
+    if sig.SUPPORT_MASK in inputs or support is None:
         return inputs
-    return {**inputs, sig.SUPPORT_MASK: np.ones(inputs[sig.SUPPORT_X].shape[:2], bool)}
+    return {**inputs, sig.SUPPORT_MASK: np.ones(support.shape[:2], bool)}
 
 
 def merge(requests: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -113,7 +114,8 @@ def split(outputs: dict[str, np.ndarray], requests: list[dict[str, np.ndarray]])
     results, start = [], 0
     for request in requests:
         size = next(iter(request.values())).shape[0]
-        q = request[sig.QUERY_X].shape[1] if sig.QUERY_X in request else None
+        query = next((request[name] for name in sig.QUERY_INPUTS if name in request), None)
+        q = None if query is None else query.shape[1]
         result = {}
         for name, value in outputs.items():
             rows = value[start : start + size]

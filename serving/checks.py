@@ -3,9 +3,11 @@ reaches TensorFlow. Each failure names the input and says what was expected: mis
 extra or misnamed inputs, wrong dtype, wrong rank or static dimension, tasks (B) or
 support points (K) that disagree between inputs, non-finite values, a classifier's labels
 outside 0..N-1 (and, for a prototype head, a class without a support point), an empty
-batch, and K or Q above the server's bounds. The same checks run for gRPC and REST, with
-the same messages; the model's own in-graph checks stay as a last guard. Names and axes
-come from the contract, `viable_tf.export.signature`.
+batch, K or Q above the server's bounds, and for the PNG signatures strings that are
+not PNGs or decode to more pixels than the server's bound (read from their headers).
+The same checks run for gRPC and REST, with the same messages; the model's own in-graph
+checks stay as a last guard. Names and axes come from the contract,
+`viable_tf.export.signature`.
 
 Shape legend: B tasks, K support points, Q query points.
 """
@@ -29,6 +31,7 @@ class Limits:
     max_support: int = 1000  # K
     max_query: int = 10_000  # Q
     max_tasks: int = 10_000  # B
+    max_image_pixels: int = 1 << 26  # decoded pixels of a request's PNGs, all together
 
 
 def _describe(spec: tf.TensorSpec) -> str:
@@ -78,6 +81,8 @@ def check_inputs(
             batch_sizes[name] = value.shape[0]
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise invalid(f"input {name} contains NaN or Inf; expected finite values")
+        if spec.dtype == tf.string and not all(isinstance(v, bytes) for v in value.flat):
+            raise invalid(f"input {name}: expected strings (bytes), got other values")
     if len(set(batch_sizes.values())) > 1:
         sizes = ", ".join(f"{k}: {v}" for k, v in sorted(batch_sizes.items()))
         raise invalid(f"inputs disagree on the number of tasks B (axis 0): {sizes}")
@@ -103,6 +108,18 @@ def check_inputs(
                 f"Q = {inputs[name].shape[1]} query points exceeds the server's bound of "
                 f"{limits.max_query} (--max_query)"
             )
+    pixels = 0
+    for name in (sig.SUPPORT_PNG, sig.QUERY_PNG):
+        if name in inputs:
+            message = sig.check_pngs(name, inputs[name])
+            if message:
+                raise invalid(message)
+            pixels += sum(w * h for w, h in map(sig.png_size, inputs[name].flat))
+    if pixels > limits.max_image_pixels:
+        raise invalid(
+            f"the request's PNGs hold {pixels} pixels, above the server's bound of "
+            f"{limits.max_image_pixels} (--max_image_pixels)"
+        )
     if signature.num_classes is not None and sig.SUPPORT_Y in inputs:
         message = sig.check_labels(
             inputs[sig.SUPPORT_Y], inputs.get(sig.SUPPORT_MASK), signature.num_classes

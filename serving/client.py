@@ -17,6 +17,7 @@ masked forms. So it works unchanged against the real tensorflow_model_server.
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import json
 import sys
@@ -93,6 +94,34 @@ class Client:
         inputs = _support(support_x, support_y, support_mask)
         inputs[sig.QUERY_X] = np.asarray(query_x, np.float32)
         name = sig.SERVING_DEFAULT if support_mask is None else sig.SERVING_MASKED
+        request = self.request(
+            inputs, model_name=model_name, signature_name=name, version=version, label=label
+        )
+        return self.call(request)
+
+    def predict_pngs(
+        self,
+        support_png,
+        support_y,
+        query_png,
+        *,
+        support_mask=None,
+        model_name: str = "viable",
+        version: int | None = None,
+        label: str | None = None,
+    ) -> dict[str, np.ndarray]:
+        """An image classifier's answer for drawings sent as PNG files: support_png and
+        query_png [B, K] / [B, Q] of bytes (serving_png, or serving_png_masked with a
+        support_mask)."""
+        inputs = {
+            sig.SUPPORT_PNG: np.asarray(support_png, dtype=object),
+            sig.SUPPORT_Y: np.asarray(support_y, np.int32),
+            sig.QUERY_PNG: np.asarray(query_png, dtype=object),
+        }
+        name = sig.SERVING_PNG
+        if support_mask is not None:
+            inputs[sig.SUPPORT_MASK] = np.asarray(support_mask, bool)
+            name = sig.SERVING_PNG_MASKED
         request = self.request(
             inputs, model_name=model_name, signature_name=name, version=version, label=label
         )
@@ -175,7 +204,19 @@ def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: i
     return (*arrays(support), *arrays(query))
 
 
-def rest_predict(url: str, model_name: str, inputs: dict[str, np.ndarray], **spec) -> dict:
+def json_value(value: np.ndarray):
+    """An input as TF Serving's REST API takes it: nested lists, bytes as {"b64": ...}."""
+    if value.dtype == object:
+        encode = np.vectorize(
+            lambda b: {"b64": base64.b64encode(b).decode("ascii")}, otypes=[object]
+        )
+        return encode(value).tolist()
+    return value.tolist()
+
+
+def rest_predict(
+    url: str, model_name: str, inputs: dict[str, np.ndarray], signature_name: str = "", **spec
+) -> dict:
     """One :predict over TF Serving's REST API (columnar "inputs"); the outputs as arrays."""
     import requests
 
@@ -184,41 +225,88 @@ def rest_predict(url: str, model_name: str, inputs: dict[str, np.ndarray], **spe
         path += f"/versions/{spec['version']}"
     elif spec.get("label"):
         path += f"/labels/{spec['label']}"
-    body = {"inputs": {name: value.tolist() for name, value in inputs.items()}}
+    body = {"inputs": {name: json_value(value) for name, value in inputs.items()}}
+    if signature_name:
+        body["signature_name"] = signature_name
     response = requests.post(f"{path}:predict", json=body, timeout=300)
     if response.status_code != 200:
         raise RuntimeError(f"REST {response.status_code}: {response.json().get('error')}")
     return {name: np.asarray(value) for name, value in response.json()["outputs"].items()}
 
 
+#: How `viable-client omniglot` can send an episode's drawings.
+INPUT_FORMS = ("tensors", "png")
+
+
+def episode_inputs(form: str, support_x, support_y, query_x) -> tuple[str, dict]:
+    """(signature, inputs) of an episode's drawings as tensors (0..1) or as PNG files."""
+    from viable_tf.export.pngs import encode_pngs
+
+    if form == "png":
+        inputs = {
+            sig.SUPPORT_PNG: encode_pngs(support_x),
+            sig.SUPPORT_Y: support_y,
+            sig.QUERY_PNG: encode_pngs(query_x),
+        }
+        return sig.SERVING_PNG, inputs
+    return sig.SERVING_DEFAULT, {
+        sig.SUPPORT_X: support_x,
+        sig.SUPPORT_Y: support_y,
+        sig.QUERY_X: query_x,
+    }
+
+
+def _accuracy_line(name: str, per_episode: list[float], queries: int) -> str:
+    values = np.asarray(per_episode)
+    ci = 1.96 * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return (
+        f"{name}: accuracy {values.mean():.3f} ± {ci:.3f} "
+        f"(95% CI over {len(values)} episodes, {queries} queries)"
+    )
+
+
 def omniglot_report(client: Client, args, spec: dict) -> str:
-    """Accuracy of the served classifier on `num_episodes` test-alphabet episodes, over
-    gRPC (and REST, with --rest_url: the same episodes, and whether the answers agree)."""
-    correct = {"gRPC": 0, "REST": 0}
-    total, disagreements = 0, 0
+    """Accuracy of the served classifier on `num_episodes` test-alphabet episodes, with a
+    95% CI over episodes: over gRPC, and over REST with --rest_url; the drawings as tensors
+    and/or PNG files (--inputs); with --saved_model, the same episodes through that export
+    loaded in this process, and how many answers differ from it."""
+    forms = [form for form in args.inputs.split(",") if form]
+    routes = ["gRPC"] + (["REST"] * bool(args.rest_url))
+    local = tf.saved_model.load(args.saved_model) if args.saved_model else None
+    accuracy: dict[str, list[float]] = {}
+    differing = {}
+    total = 0
     for episode in range(args.num_episodes):
         support_x, support_y, query_x, query_y = omniglot_episode(
             args.data_dir, args.num_ways, args.num_shots, args.num_queries, args.seed + episode
         )
-        outputs = client.predict(support_x, support_y, query_x, model_name=args.model_name, **spec)
-        correct["gRPC"] += int(np.sum(outputs[sig.CLASSES] == query_y))
         total += query_y.size
-        if args.rest_url:
-            inputs = {sig.SUPPORT_X: support_x, sig.SUPPORT_Y: support_y, sig.QUERY_X: query_x}
-            rest = rest_predict(args.rest_url, args.model_name, inputs, **spec)
-            correct["REST"] += int(np.sum(rest[sig.CLASSES] == query_y))
-            disagreements += int(np.sum(rest[sig.CLASSES] != outputs[sig.CLASSES]))
-    what = (
-        f"omniglot {args.num_ways}-way {args.num_shots}-shot, {args.num_episodes} "
-        f"episode{'s' * (args.num_episodes > 1)} (test alphabets): "
-    )
-    lines = [f"{what}accuracy {correct['gRPC'] / total:.3f} on {total} queries"]
-    if args.rest_url:
-        lines[0] += " over gRPC"
-        lines.append(
-            f"{what}accuracy {correct['REST'] / total:.3f} on {total} queries over REST; "
-            f"{disagreements} answers differ between the protocols"
-        )
+        reference = None
+        if local is not None:
+            signature, inputs = episode_inputs("tensors", support_x, support_y, query_x)
+            tensors = {k: tf.constant(v) for k, v in inputs.items()}
+            reference = local.signatures[signature](**tensors)[sig.CLASSES].numpy()
+            accuracy.setdefault("in process, tensors", []).append(np.mean(reference == query_y))
+        for form in forms:
+            signature, inputs = episode_inputs(form, support_x, support_y, query_x)
+            for route in routes:
+                if route == "gRPC":
+                    request = client.request(
+                        inputs, model_name=args.model_name, signature_name=signature, **spec
+                    )
+                    classes = client.call(request)[sig.CLASSES]
+                else:
+                    classes = rest_predict(
+                        args.rest_url, args.model_name, inputs, signature, **spec
+                    )[sig.CLASSES]
+                key = f"{route}, {form}"
+                accuracy.setdefault(key, []).append(np.mean(classes == query_y))
+                if reference is not None:
+                    differing[key] = differing.get(key, 0) + int(np.sum(classes != reference))
+    what = f"omniglot {args.num_ways}-way {args.num_shots}-shot, test alphabets, "
+    lines = [_accuracy_line(what + key, values, total) for key, values in accuracy.items()]
+    for key, count in differing.items():
+        lines.append(f"{key}: {count} of {total} answers differ from the in-process model")
     return "\n".join(lines)
 
 
@@ -250,6 +338,17 @@ def _parser() -> argparse.ArgumentParser:
     omniglot.add_argument("--seed", type=int, default=0, help="of the first episode")
     omniglot.add_argument("--num_episodes", type=int, default=1, help="episodes seed, seed+1, ...")
     omniglot.add_argument(
+        "--inputs",
+        default="tensors,png",
+        help="how the drawings are sent, of " + ",".join(INPUT_FORMS) + " (png: serving_png)",
+    )
+    omniglot.add_argument(
+        "--saved_model",
+        default="",
+        help="an export's version folder: also run the same episodes through it in this "
+        "process and count the served answers that differ",
+    )
+    omniglot.add_argument(
         "--rest_url",
         default="",
         help="also send each episode over REST to this server (http://host:port), and "
@@ -273,6 +372,11 @@ def main() -> None:
             if args.num_episodes < 1:
                 raise SystemExit(
                     f"viable-client: --num_episodes must be >= 1, got {args.num_episodes}"
+                )
+            unknown = set(args.inputs.split(",")) - set(INPUT_FORMS)
+            if unknown or not args.inputs:
+                raise SystemExit(
+                    f"viable-client: --inputs takes {','.join(INPUT_FORMS)}, got {args.inputs!r}"
                 )
             print(omniglot_report(client, args, spec))
         else:

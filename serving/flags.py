@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_support", type=int, default=1000, help="largest K accepted")
     parser.add_argument("--max_query", type=int, default=10_000, help="largest Q accepted")
     parser.add_argument("--max_tasks", type=int, default=10_000, help="largest B accepted")
+    parser.add_argument(
+        "--max_image_pixels",
+        type=int,
+        default=1 << 26,
+        help="most decoded pixels of a request's PNGs, all together (from their headers)",
+    )
     parser.add_argument("--num_threads", type=int, default=4, help="model execution threads")
     parser.add_argument(
         "--inline_below_ms",
@@ -135,7 +141,14 @@ def options_from_flags(argv: list[str] | None = None) -> ServerOptions:
             < 1
         ):
             raise ValueError(f"batching parameters must be >= 1, got {batching}")
-    for flag in ("max_request_bytes", "max_support", "max_query", "max_tasks", "num_threads"):
+    for flag in (
+        "max_request_bytes",
+        "max_support",
+        "max_query",
+        "max_tasks",
+        "max_image_pixels",
+        "num_threads",
+    ):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     return ServerOptions(
@@ -146,7 +159,7 @@ def options_from_flags(argv: list[str] | None = None) -> ServerOptions:
         poll_seconds=args.file_system_poll_wait_seconds,
         metrics_path=metrics_path,
         batching=batching,
-        limits=Limits(args.max_support, args.max_query, args.max_tasks),
+        limits=Limits(args.max_support, args.max_query, args.max_tasks, args.max_image_pixels),
         max_request_bytes=args.max_request_bytes,
         num_threads=args.num_threads,
         inline_below_ms=args.inline_below_ms,

@@ -4,6 +4,9 @@ the signature's dtypes, and back. What the arrays must be is checks.py's.
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2
@@ -68,8 +71,49 @@ def to_proto(value: np.ndarray) -> tensor_pb2.TensorProto:
 # -- REST ---------------------------------------------------------------------------
 
 
+def _json_bytes(name: str, value):
+    """A JSON string value as bytes: {"b64": "..."} decoded (TF Serving's form for binary
+    data such as an encoded image), a plain string as its UTF-8 bytes; lists recursively."""
+    if isinstance(value, list):
+        return [_json_bytes(name, item) for item in value]
+    if isinstance(value, dict):
+        if set(value) != {"b64"} or not isinstance(value["b64"], str):
+            raise invalid(f'input {name}: a binary value must be {{"b64": "<base64 string>"}}')
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid(f'input {name}: "b64" holds a string that is not valid base64') from None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise invalid(f'input {name}: expected strings (binary ones as {{"b64": ...}})')
+
+
+def _json_strings(name: str, value) -> np.ndarray:
+    """Nested lists of strings -> an object array of bytes (NumPy's own bytes dtype would
+    cut trailing NUL bytes off binary values)."""
+    values = _json_bytes(name, value)
+    shape = []
+    level = values
+    while isinstance(level, list):
+        shape.append(len(level))
+        if not level:
+            break
+        level = level[0]
+    array = np.empty(shape, dtype=object)
+    try:
+        flat = np.array(values, dtype=object)
+    except ValueError:
+        flat = None
+    if flat is None or flat.shape != tuple(shape):
+        raise invalid(f"input {name}: ragged nested lists; expected a rectangular array")
+    array[...] = flat
+    return array
+
+
 def _json_array(name: str, value, spec: tf.TensorSpec) -> np.ndarray:
     """A JSON value as an array of the signature's dtype (JSON numbers carry no dtype)."""
+    if spec.dtype == tf.string:
+        return _json_strings(name, value)
     try:
         array = np.asarray(value)
     except ValueError:

@@ -370,13 +370,21 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
     state = learner.adapt(features(images[:, :5]), support_y[:, :5], np.ones((2, 5), bool))
     expected = learner.predict(state, features(images[:, 5:]))
     np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
-    no_support = serve(
-        support_x=np.zeros((2, 0, 6, 6, 1), np.float32),
-        support_y=np.zeros((2, 0), np.int32),
-        support_mask=np.zeros((2, 0), bool),
-        query_x=images[:, 5:],
+    # An image classifier's labels mean the classes of its support drawings: each needs one.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="every class 0..4"):
+        serve(
+            support_x=np.zeros((2, 0, 6, 6, 1), np.float32),
+            support_y=np.zeros((2, 0), np.int32),
+            support_mask=np.zeros((2, 0), bool),
+            query_x=images[:, 5:],
+        )
+    no_query = serve(
+        support_x=images[:, :5],
+        support_y=support_y[:, :5],
+        support_mask=np.ones((2, 5), bool),
+        query_x=np.zeros((2, 0, 6, 6, 1), np.float32),
     )
-    assert no_support["classes"].shape == (2, 2)
+    assert no_query["classes"].shape == (2, 0) and no_query["logits"].shape == (2, 0, 5)
 
 
 def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):

@@ -131,7 +131,8 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, m
         assert response.status_code == 400 and "expected int32 values" in response.json()["error"]
         again = client.predict(support_x, support_y, query_x, model_name="omniglot")
         np.testing.assert_allclose(again["logits"], outputs["logits"], atol=1e-5)
-        # viable-client's omniglot command: an episode of test-alphabet drawings, scored
+        # viable-client's omniglot command: episodes of test-alphabet drawings, sent as
+        # tensors and as PNG files over both protocols, beside the export run in process.
         from serving import client as client_cli
 
         monkeypatch.setattr(
@@ -140,16 +141,24 @@ def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, m
                 *("viable-client", f"--target={server.grpc_target}", "--model_name=omniglot"),
                 *("omniglot", f"--data_dir={DATA_DIR}", "--num_ways=5", "--num_shots=5"),
                 *("--num_queries=2", "--num_episodes=2", f"--rest_url={server.rest_url}"),
+                f"--saved_model={base / '1'}",
             ],
         )
         client_cli.main()
-        grpc_line, rest_line = capsys.readouterr().out.strip().splitlines()
-        what = "omniglot 5-way 5-shot, 2 episodes (test alphabets): accuracy "
-        assert grpc_line.startswith(what) and grpc_line.endswith("on 20 queries over gRPC")
-        assert rest_line.startswith(what) and "on 20 queries over REST" in rest_line
-        assert rest_line.endswith("0 answers differ between the protocols")
-        accuracies = [float(line.removeprefix(what).split()[0]) for line in (grpc_line, rest_line)]
-        assert accuracies[0] == accuracies[1] and 0.0 <= accuracies[0] <= 1.0
+        lines = capsys.readouterr().out.strip().splitlines()
+        what = "omniglot 5-way 5-shot, test alphabets, "
+        routes = ["in process, tensors"] + [
+            f"{route}, {form}" for form in ("tensors", "png") for route in ("gRPC", "REST")
+        ]
+        accuracies = []
+        for line, route in zip(lines[:5], routes, strict=True):
+            assert line.startswith(f"{what}{route}: accuracy ")
+            assert line.endswith("(95% CI over 2 episodes, 20 queries)")
+            accuracies.append(float(line.split("accuracy ")[1].split()[0]))
+        assert len(set(accuracies)) == 1 and 0.0 <= accuracies[0] <= 1.0
+        assert lines[5:] == [
+            f"{route}: 0 of 20 answers differ from the in-process model" for route in routes[1:]
+        ]
     finally:
         client.close()
         server.stop()

@@ -17,6 +17,7 @@ Shape legend: n images, H = W = 105 pixels (28 after preprocessing), E feature s
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import sys
@@ -84,6 +85,83 @@ def _decode_png(data: bytes) -> np.ndarray:
     if tuple(image.shape) != IMAGE_SHAPE:
         raise ValueError(f"expected a 105x105 Omniglot PNG, got {list(image.shape)}")
     return image.numpy().astype(np.float32) / 255.0
+
+
+def write_examples(
+    data_dir: str,
+    target: str,
+    *,
+    split: str = "test",
+    num_characters: int = 10,
+    num_drawings: int = 4,
+    seed: int = 0,
+) -> dict:
+    """Copies a few drawings of `split`'s alphabets (never seen in training), as their
+    original PNG files, with Omniglot's licence, into `target`:
+
+        target/LICENSE, target/README.md, target/index.json,
+        target/<alphabet>.<character>/<drawing>.png
+
+    `num_characters` characters (spread over the split's alphabets), `num_drawings`
+    drawings each, chosen by `seed`. index.json lists them: {"characters": [{"name",
+    "files": [...]}], "licence": "LICENSE", "source": ...}. Returns the index."""
+    rng = np.random.default_rng(seed)
+    by_character: dict[str, list[tuple[str, bytes]]] = {}
+    for name in ZIPS:
+        with zipfile.ZipFile(os.path.join(data_dir, name)) as archive:
+            for entry in sorted(archive.namelist()):
+                parts = entry.split("/")
+                if len(parts) != 4 or not parts[3].endswith(".png"):
+                    continue
+                _, alphabet, character, filename = parts
+                if alphabet in ALPHABETS[split]:
+                    drawings = by_character.setdefault(f"{alphabet}.{character}", [])
+                    if filename not in {f for f, _ in drawings}:
+                        drawings.append((filename, archive.read(entry)))
+    names = sorted(by_character)
+    if len(names) < num_characters:
+        raise ValueError(f"{split} has {len(names)} characters, fewer than {num_characters}")
+    chosen = sorted(rng.choice(names, num_characters, replace=False).tolist())
+    os.makedirs(target, exist_ok=True)
+    characters = []
+    for name in chosen:
+        drawings = by_character[name]
+        picks = sorted(rng.choice(len(drawings), num_drawings, replace=False).tolist())
+        os.makedirs(os.path.join(target, name), exist_ok=True)
+        files = []
+        for pick in picks:
+            filename, data = drawings[pick]
+            files.append(f"{name}/{filename}")
+            with open(os.path.join(target, name, filename), "wb") as f:
+                f.write(data)
+        characters.append({"name": name, "files": files})
+    with open(os.path.join(data_dir, "LICENSE"), "rb") as source:
+        licence = source.read()
+    with open(os.path.join(target, "LICENSE"), "wb") as f:
+        f.write(licence)
+    source = (
+        "Omniglot (Lake, Salakhutdinov and Tenenbaum, Science 2015), "
+        "https://github.com/brendenlake/omniglot, MIT licence (LICENSE)"
+    )
+    with open(os.path.join(target, "README.md"), "w") as f:
+        f.write(
+            f"# Example drawings\n\n{num_drawings} drawings of each of {num_characters} "
+            f"characters of the {', '.join(ALPHABETS[split])} alphabets ({split} split: never "
+            f"seen in training), as their original 105 x 105 PNG files.\n\nFrom {source}.\n"
+        )
+    index = {"characters": characters, "licence": "LICENSE", "source": source}
+    with open(os.path.join(target, "index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+    return index
+
+
+def pixel_featurizer() -> keras.Model:
+    """Images as read [n, 105, 105, 1] -> the 784 numbers an end-to-end model takes
+    (strokes = 1 at 28 x 28, as `OmniglotPreprocessing` makes them for training)."""
+    images = keras.Input(IMAGE_SHAPE, name="images")
+    strokes = OmniglotPreprocessing(name="preprocessing")(images)
+    pixels = keras.layers.Flatten(name="pixels")(strokes)
+    return keras.Model(images, pixels, name="omniglot_pixels")
 
 
 @keras.saving.register_keras_serializable(package="viable_tf")

@@ -180,12 +180,12 @@ def export(work_dir: str, run: str) -> str:
         model_name=run,
         featurizer=frozen_encoder(work_dir),
         input_shape=omniglot.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(_warmup_images, num_ways=loaded.tasks.num_ways),
+        warmup_inputs=functools.partial(warmup_images, num_ways=loaded.tasks.num_ways),
     )
 
 
-def _warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> dict:
-    """Warm-up requests of the exported classifier: images in 0..1, labels 0..N-1."""
+def warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> dict:
+    """Warm-up requests of an exported image classifier: drawings in 0..1, labels 0..N-1."""
     import numpy as np
 
     from viable_tf.datasets import omniglot

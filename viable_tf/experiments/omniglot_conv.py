@@ -19,6 +19,10 @@ Stages, each skipped when its output exists:
   2. train    each method x setting from gin/omniglot_conv/ (Trainer.jit_compile=False):
               W/runs/<method>_<N>way<K>shot/results.json
   3. sweep    the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
+  4. export   each run as a served version that takes the drawings as read (float32
+              [B, K, 105, 105, 1], 0..1) or as PNG files (serving_png), with 40 example
+              drawings of the test alphabets and their licence in assets.extra/examples/:
+              W/export/<run>/<version>/ (serve it: viable-serve --model_base_path=...)
 Then W/results.json and W/results.md, with the time per meta-update of each run and the
 nearest class mean of the (l2-normalised) pixels on the same test episodes.
 """
@@ -82,6 +86,46 @@ def prepare_pixels(data_dir: str, work_dir: str) -> dict:
     info["seconds"] = round(time.perf_counter() - start, 1)
     write_json(info, info_path)
     return info
+
+
+def export(work_dir: str, data_dir: str, run: str) -> str:
+    """Stage 4 for one run: its best checkpoint behind the pixels' preprocessing, as a
+    served version of W/export/<run>/ (skipped when one exists); returns the base."""
+    import functools
+
+    from viable_tf.config import load_run
+    from viable_tf.datasets import omniglot as data
+    from viable_tf.export import export_saved_model
+
+    base = os.path.join(work_dir, "export", run)
+    if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
+        return base
+    examples = os.path.join(work_dir, "features", "examples")
+    if not os.path.isfile(os.path.join(examples, "index.json")):
+        data.write_examples(data_dir, examples)
+    model_dir = os.path.join(work_dir, "runs", run)
+    loaded = load_run(model_dir, (f"DATA_DIR={os.path.join(work_dir, 'features')!r}",))
+    with open(loaded.run_dir.operative_config) as f:
+        config = f.read()
+    results = loaded.run_dir.read_results() if os.path.exists(loaded.run_dir.results) else {}
+    export_saved_model(
+        loaded.learner,
+        base,
+        operative_config=config,
+        metadata={
+            "evaluation": results,
+            "checkpoint_step": loaded.checkpoint_step,
+            "inputs": "drawings as read from the PNG: float32 [B, K, 105, 105, 1], 0..1, "
+            "white = 1; or the PNG files themselves (serving_png)",
+            "examples": "examples/index.json",
+        },
+        model_name=run,
+        featurizer=data.pixel_featurizer(),
+        input_shape=data.IMAGE_SHAPE,
+        warmup_inputs=functools.partial(omniglot.warmup_images, num_ways=loaded.tasks.num_ways),
+        extra_assets={"examples": examples},
+    )
+    return base
 
 
 def report(summary: dict) -> str:
@@ -158,6 +202,7 @@ def _main() -> int:
                     str(k): omniglot.read_json(RunDir(model_dir).evaluation(k))
                     for k in omniglot.SWEEP_SHOTS
                 }
+            export(args.work_dir, args.data_dir, run)
             summary["runs"][run] = record
             print(f"{run}: {100 * summary['runs'][run]['mean']:.1f}%", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's

@@ -13,6 +13,16 @@ in place of `predictions`; a label outside 0..N-1 is INVALID_ARGUMENT. With a
 featurizer (Omniglot's frozen image encoder) x is the raw input, e.g. images
 [B, K, 105, 105, 1], and D its feature size.
 
+An export whose raw input is an image (`input_shape` [H, W, C], C = 1 or 3) also
+takes its drawings as encoded PNG strings, in serving_png and serving_png_masked:
+    support_png string [B, K], support_y int32 [B, K], query_png string [B, Q]
+Each PNG is decoded in the graph (any bit depth and colour type; transparent pixels
+count as white, as on paper), scaled to 0..1 and resized to H x W by area averaging
+when its size differs; a PNG of H x W gives exactly the tensor serving_default takes
+(Omniglot's are read so for training). A string that is not a PNG, or a PNG larger
+than `signature.MAX_PNG_SIDE` on a side, is INVALID_ARGUMENT, checked from its header
+before it is decoded.
+
 The graph is plain TensorFlow (the inner loop's gradient is traced into it; no
 py_function, no XLA), so the real `tensorflow_model_server` loads it unchanged.
 Inputs are checked inside the graph too (shapes agree, values finite), so a bad
@@ -42,6 +52,7 @@ from viable_tf.export.layout import (
     WARMUP_FILE,
     next_version,
 )
+from viable_tf.export.pngs import UINT8_SCALED, encode_pngs, over_white
 from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner
 
@@ -54,8 +65,9 @@ class AdaptThenPredict(tf.Module):
         integer `support_y` [B, K] (labels 0..N-1), outputs `logits`, `probabilities`
         [B, Q, N] and `classes` [B, Q].
       featurizer: optional frozen Keras model applied to every support and query input
-        first (e.g. Omniglot's image encoder), its output l2-normalised as the training
-        features were; `input_shape` is then the shape of one raw input.
+        first (e.g. Omniglot's image encoder, or the pixels' preprocessing of an
+        end-to-end model), its output l2-normalised as the training features were;
+        `input_shape` is then the shape of one raw input.
     """
 
     def __init__(
@@ -91,12 +103,33 @@ class AdaptThenPredict(tf.Module):
             self.adapt = function(self._adapt, input_signature=support)
             self.adapt_masked = function(self._adapt_masked, input_signature=[*support, mask])
             self.predict = function(self._predict, input_signature=[context, query])
+        # Drawings as PNG files: for a classifier of images of 1 or 3 channels.
+        self.takes_png = (
+            self.classification and len(self.input_shape) == 3 and self.input_shape[-1] in (1, 3)
+        )
+        # Why each task's support set must hold every class (None: it need not).
+        self.every_class_reason = learner.every_class_reason or (
+            sig.IMAGE_CLASSES_REASON if self.takes_png else None
+        )
+        if self.takes_png:
+            pngs = [
+                tf.TensorSpec([None, None], tf.string, name=sig.SUPPORT_PNG),
+                label,
+            ]
+            query_png = tf.TensorSpec([None, None], tf.string, name=sig.QUERY_PNG)
+            self.serving_png = function(self._serve_png, input_signature=[*pngs, query_png])
+            self.serving_png_masked = function(
+                self._serve_png_masked, input_signature=[*pngs, mask, query_png]
+            )
 
     def signatures(self) -> dict:
         signatures = {
             sig.SERVING_DEFAULT: self.serving_default,
             sig.SERVING_MASKED: self.serving_masked,
         }
+        if self.takes_png:
+            signatures[sig.SERVING_PNG] = self.serving_png
+            signatures[sig.SERVING_PNG_MASKED] = self.serving_png_masked
         if self.has_context:
             signatures.update(
                 {
@@ -107,14 +140,41 @@ class AdaptThenPredict(tf.Module):
             )
         return signatures
 
+    # An empty support or query set (K = 0, Q = 0) never reaches the networks: with
+    # oneDNN, TensorFlow 2.21's graph convolutions answer a batch of zero images with the
+    # wrong channel count, and a later kernel's type check then aborts the whole process.
+    # The graphs branch around them (tf.cond, a standard op): K = 0 is the unadapted
+    # state, Q = 0 an empty answer.
+
     def _features(self, x):
         """Raw inputs [B, P, *input_shape] -> the learner's inputs [B, P, D]."""
         if self.featurizer is None:
             return x
         shape = tf.shape(x)
         flat = tf.reshape(x, [-1, *self.input_shape])  # [B*P, ...]
-        features = tf.math.l2_normalize(self.featurizer(flat, training=False), axis=-1)
+        features = tf.cond(
+            tf.size(flat) > 0,
+            lambda: tf.math.l2_normalize(self.featurizer(flat, training=False), axis=-1),
+            lambda: tf.zeros([0, self.learner.input_dim]),
+        )
         return tf.reshape(features, [shape[0], shape[1], self.learner.input_dim])
+
+    def _adapt_state(self, support_x, support_y, support_mask):
+        """The learner's adapted state; with K = 0, its unadapted one."""
+        return tf.cond(
+            tf.shape(support_x)[1] > 0,
+            lambda: self.learner.adapt(support_x, support_y, support_mask),
+            lambda: self.learner.start_state(support_x, support_y, support_mask),
+        )
+
+    def _predict_queries(self, state, query_x):
+        """The learner's predictions [B, Q, Y]; with Q = 0, an empty [B, 0, Y]."""
+        shape = tf.shape(query_x)
+        return tf.cond(
+            shape[1] > 0,
+            lambda: self.learner.predict(state, query_x),
+            lambda: tf.zeros([shape[0], 0, self.learner.output_dim]),
+        )
 
     def _outputs(self, y_hat) -> dict:
         if not self.classification:
@@ -147,7 +207,7 @@ class AdaptThenPredict(tf.Module):
                     message=sig.label_message(n),
                 )
             )
-            if reason := self.learner.every_class_reason:
+            if reason := self.every_class_reason:
                 counts = prototypes.class_counts(support_y, support_mask, n)  # [B, N]
                 checks.append(
                     tf.debugging.assert_equal(
@@ -182,24 +242,78 @@ class AdaptThenPredict(tf.Module):
     def _serve_masked(self, support_x, support_y, support_mask, query_x):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
         query_x = self._check_query(query_x, tf.shape(support_x)[0])
-        state = self.learner.adapt(support_x, support_y, support_mask)
-        outputs = self._outputs(self.learner.predict(state, query_x))
+        state = self._adapt_state(support_x, support_y, support_mask)
+        outputs = self._outputs(self._predict_queries(state, query_x))
         if self.has_context:
             outputs[sig.CONTEXT] = state[0]  # [B, C]
         return outputs
+
+    def _serve_png(self, support_png, support_y, query_png):
+        support_x = self._png_images(sig.SUPPORT_PNG, support_png)
+        query_x = self._png_images(sig.QUERY_PNG, query_png)
+        return self._serve(support_x, support_y, query_x)
+
+    def _serve_png_masked(self, support_png, support_y, support_mask, query_png):
+        support_x = self._png_images(sig.SUPPORT_PNG, support_png)
+        query_x = self._png_images(sig.QUERY_PNG, query_png)
+        return self._serve_masked(support_x, support_y, support_mask, query_x)
+
+    def _png_images(self, name: str, pngs):
+        """PNG strings [B, P] -> images float32 [B, P, H, W, C] in 0..1."""
+        image_spec = tf.TensorSpec(self.input_shape, tf.float32)
+        images = tf.map_fn(
+            functools.partial(self._png_image, name),
+            tf.reshape(pngs, [-1]),
+            fn_output_signature=image_spec,
+        )
+        return tf.reshape(images, tf.concat([tf.shape(pngs), self.input_shape], axis=0))
+
+    def _png_image(self, name: str, data):
+        """One PNG -> float32 [H, W, C] in 0..1, white = 1, as Omniglot's are read."""
+        height, width, channels = self.input_shape
+        header = tf.strings.substr(data + b"\0" * 24, 0, 24)  # safe on short strings
+        is_png = tf.logical_and(
+            tf.equal(tf.strings.substr(header, 0, 8), sig.PNG_MAGIC),
+            tf.equal(tf.strings.substr(header, 12, 4), b"IHDR"),
+        )
+        check_png = tf.debugging.assert_equal(
+            is_png, True, message=f"{name} holds a string that is not a PNG"
+        )
+        with tf.control_dependencies([check_png]):
+            size = tf.io.decode_raw(
+                tf.strings.substr(header, 16, 8), tf.int32, little_endian=False
+            )  # [width, height]
+        check_size = tf.debugging.assert_equal(
+            tf.reduce_all(tf.logical_and(size > 0, size <= sig.MAX_PNG_SIDE)),
+            True,
+            message=f"{name} holds a PNG larger than {sig.MAX_PNG_SIDE} pixels on a side",
+        )
+        with tf.control_dependencies([check_size]):
+            color = tf.io.decode_png(data, channels=channels)  # uint8 [h, w, C]
+            alpha = tf.io.decode_png(data, channels=4)[..., 3:]  # uint8 [h, w, 1]
+        image = tf.where(
+            tf.equal(alpha, 255),
+            tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
+            over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
+        )
+        return tf.cond(
+            tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
+            lambda: image,
+            lambda: tf.image.resize(image, [height, width], method="area"),
+        )
 
     def _adapt(self, support_x, support_y):
         return self._adapt_masked(support_x, support_y, self._all_real(support_x))
 
     def _adapt_masked(self, support_x, support_y, support_mask):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
-        (context,) = self.learner.adapt(support_x, support_y, support_mask)
+        (context,) = self._adapt_state(support_x, support_y, support_mask)
         return {sig.CONTEXT: context}  # [B, C]
 
     def _predict(self, context, query_x):
         context = tf.debugging.check_numerics(context, "context must be finite")
         query_x = self._check_query(query_x, tf.shape(context)[0])
-        return self._outputs(self.learner.predict([context], query_x))
+        return self._outputs(self._predict_queries([context], query_x))
 
 
 WarmupInputs = Callable[..., dict[str, np.ndarray]]
@@ -241,20 +355,22 @@ def warmup_requests(
         inputs = functools.partial(generic_warmup_inputs, module)
     records = []
     full, empty = 10, 0
-    if module.learner.every_class_reason:
+    if module.every_class_reason:
         full, empty = max(full, module.learner.output_dim), None
-    for signature_name, k in (
-        (sig.SERVING_DEFAULT, full),
-        (sig.SERVING_DEFAULT, empty),
-        (sig.SERVING_MASKED, full),
-    ):
+    plans = [(sig.SERVING_DEFAULT, full), (sig.SERVING_DEFAULT, empty), (sig.SERVING_MASKED, full)]
+    if module.takes_png:
+        plans += [(sig.SERVING_PNG, full), (sig.SERVING_PNG_MASKED, full)]
+    for signature_name, k in plans:
         if k is None:
             continue
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
         request.model_spec.signature_name = signature_name
         values = dict(inputs(rng, num_support=k, num_query=10))
-        if signature_name == sig.SERVING_MASKED:
+        if signature_name in (sig.SERVING_PNG, sig.SERVING_PNG_MASKED):
+            values[sig.SUPPORT_PNG] = encode_pngs(values.pop(sig.SUPPORT_X).clip(0, 1))
+            values[sig.QUERY_PNG] = encode_pngs(values.pop(sig.QUERY_X).clip(0, 1))
+        if signature_name in (sig.SERVING_MASKED, sig.SERVING_PNG_MASKED):
             values[sig.SUPPORT_MASK] = np.ones((1, k), bool)
         for name, value in values.items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
@@ -277,11 +393,14 @@ def export_saved_model(
     featurizer: keras.Model | None = None,
     input_shape: tuple[int, ...] | None = None,
     warmup_inputs: WarmupInputs | None = None,
+    extra_assets: dict[str, str] | None = None,
 ) -> str:
     """Writes BASE/<version>/ atomically (a finished folder appears at once) and returns it.
 
     `warmup_inputs(rng, num_support=K, num_query=Q)` makes the warm-up requests' inputs
     (see `warmup_requests`): pass the run's task family's `warmup_inputs`.
+    `extra_assets` maps names in assets.extra/ to files or folders copied there (e.g.
+    example drawings for the demo page, with their licence).
 
     A server polling `export_base` never sees a half-written version: the export is
     written to a hidden temporary folder beside it and renamed into place.
@@ -309,12 +428,18 @@ def export_saved_model(
             "output_dim": learner.output_dim,
             "context_dim": getattr(learner, "context_dim", 0),
             "head": getattr(learner, "head", "linear"),
-            "every_class": learner.every_class_reason,
+            "every_class": module.every_class_reason,
             "signatures": sorted(module.signatures()),
             **(metadata or {}),
         }
         with open(os.path.join(extra, METADATA_FILE), "w") as f:
             json.dump(description, f, indent=2)
+        for name, source in (extra_assets or {}).items():
+            target = os.path.join(extra, name)
+            if os.path.isdir(source):
+                shutil.copytree(source, target)
+            else:
+                shutil.copyfile(source, target)
         with tf.io.TFRecordWriter(os.path.join(extra, WARMUP_FILE)) as writer:
             for record in warmup_requests(module, model_name=model_name, inputs=warmup_inputs):
                 writer.write(record.SerializeToString())

@@ -14,6 +14,11 @@ Signatures (every input has a leading task axis B; K and Q vary per request):
   adapt            support_x, support_y -> context [B, C]          (CAVIA, VIABLE)
   adapt_masked     the same plus support_mask
   predict          context [B, C], query_x [B, Q, D] -> predictions (CAVIA, VIABLE)
+  serving_png      an image classifier's drawings as encoded PNGs: support_png string
+                   [B, K], support_y int32 [B, K], query_png string [B, Q] -> what
+                   serving_default returns (decoded, resized to the model's input and
+                   scaled inside the graph, exactly as serving_default's images are read)
+  serving_png_masked  the same plus support_mask
 
 K = 0 (or an all-False mask) gives the unadapted prediction. A classifier takes
 support_y int32 [B, K] with labels 0..N-1 on its real points.
@@ -30,6 +35,8 @@ SUPPORT_Y = "support_y"
 SUPPORT_MASK = "support_mask"
 QUERY_X = "query_x"
 CONTEXT = "context"
+SUPPORT_PNG = "support_png"
+QUERY_PNG = "query_png"
 
 PREDICTIONS = "predictions"
 LOGITS = "logits"
@@ -41,13 +48,34 @@ SERVING_MASKED = "serving_masked"
 ADAPT = "adapt"
 ADAPT_MASKED = "adapt_masked"
 PREDICT = "predict"
+SERVING_PNG = "serving_png"
+SERVING_PNG_MASKED = "serving_png_masked"
+
+#: A 1 x 1 white grayscale PNG: what pads a batch's PNG inputs (a valid image, so the
+#: graph decodes every string it is given; padding is masked out or cut from the outputs).
+BLANK_PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00"
+    b"\x00:~\x9bU\x00\x00\x00\nIDAT\x08\x99c\xf8\x0f\x00\x01\x01\x01\x00\r\xe66\xc3\x00\x00"
+    b"\x00\x00IEND\xaeB`\x82"
+)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: The largest width or height of a PNG the image signatures decode (a small PNG can
+#: claim a huge image; it is refused from its header, before any decoding).
+MAX_PNG_SIDE = 1024
 
 #: Each plain signature's masked form (the batcher pads K and runs that one).
-MASKED_FORM = {SERVING_DEFAULT: SERVING_MASKED, ADAPT: ADAPT_MASKED}
+MASKED_FORM = {
+    SERVING_DEFAULT: SERVING_MASKED,
+    ADAPT: ADAPT_MASKED,
+    SERVING_PNG: SERVING_PNG_MASKED,
+}
 #: Inputs whose axis 1 is K, and the value that pads them (masked out).
-K_AXIS_INPUTS = {SUPPORT_X: 0.0, SUPPORT_Y: 0, SUPPORT_MASK: False}
+K_AXIS_INPUTS = {SUPPORT_X: 0.0, SUPPORT_PNG: BLANK_PNG, SUPPORT_Y: 0, SUPPORT_MASK: False}
 #: Inputs whose axis 1 is Q, and the value that pads them (cut from the outputs).
-Q_AXIS_INPUTS = {QUERY_X: 0.0}
+Q_AXIS_INPUTS = {QUERY_X: 0.0, QUERY_PNG: BLANK_PNG}
+#: The inputs that hold a task's support points' x and its queries, in either form.
+SUPPORT_INPUTS = (SUPPORT_X, SUPPORT_PNG)
+QUERY_INPUTS = (QUERY_X, QUERY_PNG)
 #: Outputs with a Q axis (cut back to a request's own Q) and with only B.
 PER_QUERY_OUTPUTS = frozenset({PREDICTIONS, LOGITS, PROBABILITIES, CLASSES})
 PER_TASK_OUTPUTS = frozenset({CONTEXT})
@@ -68,6 +96,9 @@ def label_message(num_classes: int) -> str:
 
 #: Why an export made before the reason was written down needs every class.
 PROTOTYPE_HEAD_REASON = "this model's output layer starts at each class's support mean"
+
+#: Why an image classifier needs every class: its labels name only what they are shown.
+IMAGE_CLASSES_REASON = "a label means the class of its support drawings, and each needs one"
 
 
 def empty_class_message(num_classes: int, reason: str = PROTOTYPE_HEAD_REASON) -> str:
@@ -97,3 +128,29 @@ def check_labels(
     if support_mask is not None:
         bad &= np.asarray(support_mask, bool)
     return label_message(num_classes) if bad.any() else None
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's header, or None if `data` does not start as a PNG
+    does (the signature, then an IHDR chunk)."""
+    if len(data) < 24 or data[:8] != PNG_MAGIC or data[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def check_pngs(name: str, values: np.ndarray) -> str | None:
+    """None if every string of `values` starts as a PNG no larger than MAX_PNG_SIDE
+    on a side, else the message naming the first that does not, by its index."""
+    flat = np.asarray(values, dtype=object).reshape(-1)
+    shape = np.shape(values)
+    for index, data in enumerate(flat):
+        where = f"{name}{[int(i) for i in np.unravel_index(index, shape)]}" if shape else name
+        size = png_size(data if isinstance(data, bytes) else b"")
+        if size is None:
+            return f"{where} is not a PNG (expected the bytes of a .png file)"
+        if not (0 < size[0] <= MAX_PNG_SIDE and 0 < size[1] <= MAX_PNG_SIDE):
+            return (
+                f"{where} is a {size[0]} x {size[1]} PNG; each side must be 1..{MAX_PNG_SIDE} "
+                "pixels"
+            )
+    return None
