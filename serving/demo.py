@@ -1,10 +1,13 @@
 """The /demo page on the REST port: see a served model adapt (issue 27).
 
 One static HTML file (`demo.html` beside this module, its script inline, nothing fetched
-from elsewhere) and one JSON answer that TF Serving's REST API has no equivalent of: the
+from elsewhere) and two answers that TF Serving's REST API has no equivalent of: one JSON, the
 names of the served models, their loaded versions and labels, what each version's export
 says it is (`viable_model.json`: sine regression or a classifier of images, the input
-shape, the number of classes) and the server's request limits. Everything else the page
+shape, the number of classes, whether it ships example drawings) and the server's
+request limits; and the example drawings an export ships in assets.extra/examples/
+(the end-to-end Omniglot exports: drawings of the test alphabets with their licence),
+so a person can fill a support set with one click. Everything else the page
 asks through the REST API itself (`GET /v1/models/NAME`, `/metadata`, `:predict`), as any
 other client would.
 
@@ -15,15 +18,22 @@ answers are the same either way.
 from __future__ import annotations
 
 import importlib.resources
+import os
 from dataclasses import asdict
 
 from aiohttp import web
 
 from serving.checks import Limits
 from serving.manager import ModelManager
+from viable_tf.export import layout
 
 PAGE_PATH = "/demo"
 MODELS_PATH = "/demo/models"
+#: A version's example drawings (its assets.extra/examples/, as the export wrote them):
+#: /demo/examples/<model>/<version>/index.json, .../<character>/<drawing>.png, LICENSE.
+EXAMPLES_PATH = "/demo/examples/{name}/{version}/{path:.+}"
+EXAMPLES_FOLDER = "examples"
+EXAMPLE_TYPES = {".png": "image/png", ".json": "application/json", ".md": "text/markdown"}
 #: What the page may load: itself and nothing from elsewhere (its script and style are
 #: inline; images it makes are data: or blob: URLs).
 CONTENT_SECURITY_POLICY = (
@@ -45,7 +55,8 @@ def describe_models(manager: ModelManager, limits: Limits) -> dict:
         versions = []
         for version, servable in sorted(entry.servables.items()):
             description = {k: servable.description.get(k) for k in DESCRIPTION_KEYS}
-            versions.append({"version": version, **description})
+            examples = os.path.isfile(_examples_file(servable.path, "index.json") or "")
+            versions.append({"version": version, **description, "examples": examples})
         models.append(
             {
                 "name": name,
@@ -68,6 +79,7 @@ class DemoPage:
         app.router.add_get(PAGE_PATH, self.page)
         app.router.add_get(PAGE_PATH + "/", self.page)
         app.router.add_get(MODELS_PATH, self.models)
+        app.router.add_get(EXAMPLES_PATH, self.examples)
 
     async def page(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -83,3 +95,24 @@ class DemoPage:
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response(describe_models(self.manager, self.limits))
+
+    async def examples(self, request: web.Request) -> web.StreamResponse:
+        """A file of a served version's example drawings; 404 for anything else."""
+        entry = self.manager.models.get(request.match_info["name"])
+        version = request.match_info["version"]
+        servable = entry and version.isdigit() and entry.servables.get(int(version))
+        path = servable and _examples_file(servable.path, request.match_info["path"])
+        if not path or not os.path.isfile(path):
+            raise web.HTTPNotFound(text="no such example file")
+        kind = EXAMPLE_TYPES.get(os.path.splitext(path)[1], "text/plain")
+        return web.FileResponse(
+            path, headers={"Content-Type": kind, "X-Content-Type-Options": "nosniff"}
+        )
+
+
+def _examples_file(version_dir: str, name: str) -> str | None:
+    """The path of `name` inside the version's examples folder, or None if `name` would
+    lead outside it."""
+    root = os.path.realpath(os.path.join(version_dir, layout.ASSETS_EXTRA, EXAMPLES_FOLDER))
+    path = os.path.realpath(os.path.join(root, name))
+    return path if path.startswith(root + os.sep) else None

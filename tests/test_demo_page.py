@@ -366,3 +366,127 @@ def test_drawings_are_classified_by_the_served_model(classifier_server, browser,
     _wait(browser, "demo.error !== null && demo.busy === 0")
     message = browser.find_element(By.ID, "message").text
     assert message.startswith("400: ") and "class 1" in message
+
+
+# -- the end-to-end image classifier: example drawings, the pad, PNGs over REST --------
+
+
+@pytest.fixture(scope="module")
+def image_server(tmp_path_factory):
+    """An end-to-end image classifier (tests/image_models.py) that takes PNG files; set
+    VIABLE_DEMO_IMAGE_MODEL to a served export's base path to show that one instead (the
+    docs' screenshot is of the trained Omniglot model)."""
+    from image_models import export_image_classifier
+
+    base = os.environ.get("VIABLE_DEMO_IMAGE_MODEL")
+    if not base:
+        root = tmp_path_factory.mktemp("image_demo")
+        base = str(root / "glyphs")
+        export_image_classifier(base, str(root / "examples"))
+    running = RunningServer(
+        ServerOptions(models=[model_config("omniglot", base)], port=0, rest_api_port=0)
+    )
+    yield running
+    running.stop()
+
+
+def _draw(driver, strokes):
+    """Draws on the pad with the pointer, as a person would: each stroke a press, moves
+    through its points (fractions of the pad's width and height) and a release."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    pad = driver.find_element(By.ID, "pad")
+    width, height = driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.width, r.height];", pad
+    )
+
+    def offset(point):  # from the pad's centre, in CSS pixels
+        return round((point[0] - 0.5) * width), round((point[1] - 0.5) * height)
+
+    for stroke in strokes:
+        actions = ActionChains(driver, duration=10)
+        actions.move_to_element_with_offset(pad, *offset(stroke[0])).click_and_hold()
+        for point in stroke[1:]:
+            actions.move_to_element_with_offset(pad, *offset(point))
+        actions.release().perform()
+
+
+def test_a_drawing_on_the_pad_is_classified_as_grpc_answers_for_its_png(
+    image_server, browser, tmp_path
+):
+    import base64
+
+    from selenium.webdriver.common.by import By
+
+    from viable_tf.export.pngs import decode_png
+
+    browser.get(image_server.rest_url + "/demo")
+    _wait(browser, "demo.ready && demo.kind === 'classification' && demo.busy === 0")
+    assert _state(browser, "demo.takesPng") is True
+    ways = _state(browser, "demo.ways")
+    # One click fills the support set: one example drawing of each of N characters.
+    assert browser.find_element(By.ID, "examples-row").is_displayed()
+    browser.find_element(By.ID, "examples").click()
+    _wait(browser, f"demo.support.length === {ways} && demo.busy === 0")
+    characters = _state(browser, "demo.exampleCharacters")
+    assert len(set(characters)) == ways
+    assert [s["label"] for s in _state(browser, "demo.support")] == list(range(ways))
+    licence = requests.get(
+        image_server.rest_url
+        + browser.find_element(By.ID, "examples-licence")
+        .get_attribute("href")
+        .split(image_server.rest_url)[-1],
+        timeout=30,
+    )
+    assert licence.status_code == 200 and "MIT License" in licence.text
+    # A query drawn on the pad: a cross, two strokes.
+    _draw(browser, [[(0.2, 0.2), (0.5, 0.5), (0.8, 0.8)], [(0.8, 0.2), (0.2, 0.8)]])
+    browser.find_element(By.ID, "pad-query").click()
+    browser.find_element(By.ID, "pad-clear").click()
+    _draw(browser, [[(0.5, 0.15), (0.5, 0.85)]])  # and a vertical bar
+    browser.find_element(By.ID, "pad-query").click()
+    _wait(browser, "demo.queries.length === 2")
+    browser.find_element(By.ID, "classify").click()
+    _wait(browser, "demo.results !== null && demo.busy === 0")
+    sent = _state(browser, "demo.sent")
+    assert sent["signature_name"] == "serving_png"
+    pngs = {
+        name: np.array([[base64.b64decode(v["b64"]) for v in sent["inputs"][name][0]]], object)
+        for name in ("support_png", "query_png")
+    }
+    support_y = np.array(sent["inputs"]["support_y"], np.int32)
+    # The strokes are in the PNGs the page sent: dark pixels on a white drawing.
+    cross = decode_png(pngs["query_png"][0, 0])
+    assert cross.shape == (105, 105, 1) and cross.min() < 0.2 and np.median(cross) == 1.0
+    assert cross[52, 52, 0] < 0.5 and cross[10, 52, 0] == 1.0  # the centre, not the top
+    # The label and scores shown are what a gRPC Predict answers for the same PNGs.
+    client = Client(image_server.grpc_target)
+    try:
+        served = client.predict_pngs(
+            pngs["support_png"], support_y, pngs["query_png"], model_name="omniglot"
+        )
+        tensors = client.predict(
+            np.stack([decode_png(p) for p in pngs["support_png"][0]])[None],
+            support_y,
+            np.stack([decode_png(p) for p in pngs["query_png"][0]])[None],
+            model_name="omniglot",
+        )
+    finally:
+        client.close()
+    results = _state(browser, "demo.results")
+    assert results["classes"] == served["classes"][0].tolist()
+    np.testing.assert_allclose(results["probabilities"], served["probabilities"][0], rtol=1e-6)
+    np.testing.assert_array_equal(tensors["logits"], served["logits"])  # PNG = its pixels
+    rows = browser.find_elements(By.CSS_SELECTOR, "#results tr")
+    shown = [int(row.find_elements(By.TAG_NAME, "td")[1].text) for row in rows[1:]]
+    assert shown == served["classes"][0].tolist()
+    screenshot = str(tmp_path / "demo_omniglot.png")
+    height = browser.execute_script("return document.documentElement.scrollHeight;")
+    browser.set_window_size(1000, min(int(height) + 140, 2400))  # the whole page
+    try:
+        assert browser.save_screenshot(screenshot) and os.path.getsize(screenshot) > 10_000
+    finally:
+        browser.set_window_size(1000, 760)
+    if os.environ.get("VIABLE_DEMO_OMNIGLOT_SCREENSHOT"):
+        shutil.copyfile(screenshot, os.environ["VIABLE_DEMO_OMNIGLOT_SCREENSHOT"])
