@@ -434,3 +434,33 @@ def test_the_rest_b64_form_round_trips_any_bytes():
     values[0, 0], values[0, 1] = b"\x00\x89PNG\x00", b""
     encoded = json_value(values)
     assert encoded == [[{"b64": base64.b64encode(b"\x00\x89PNG\x00").decode()}, {"b64": ""}]]
+
+
+def test_a_conv_model_answers_an_empty_support_or_query_set_without_aborting(tmp_path):
+    """The same learner on its 784 inputs (no featurizer, so K = 0 is allowed): with
+    oneDNN, TensorFlow's graph convolutions on zero images give a wrong shape that
+    aborts the process; the export branches around the networks instead."""
+    from viable_tf.export import export_saved_model
+
+    learner = image_learner()
+    path = export_saved_model(learner, str(tmp_path))
+    loaded = tf.saved_model.load(path)
+    query = np.random.default_rng(0).uniform(size=(2, 3, 784)).astype(np.float32)
+    prior = _call(
+        loaded,
+        "serving_default",
+        support_x=np.zeros((2, 0, 784), np.float32),
+        support_y=np.zeros((2, 0), np.int32),
+        query_x=query,
+    )
+    context = learner.initial_state(2)
+    expected = learner.predict(context, query)
+    np.testing.assert_allclose(prior["logits"], expected, rtol=1e-5, atol=1e-6)
+    no_query = _call(
+        loaded,
+        "serving_default",
+        support_x=query,
+        support_y=np.zeros((2, 3), np.int32),
+        query_x=np.zeros((2, 0, 784), np.float32),
+    )
+    assert no_query["logits"].shape == (2, 0, WAYS)
