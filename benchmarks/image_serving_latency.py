@@ -121,10 +121,12 @@ def main() -> None:
                 calls[f"{route}, {name}"] = call
         counts = {}
         for name, call in calls.items():  # warm-up: first traces, connections
-            start_time = time.perf_counter()
-            for _ in range(5):
+            for _ in range(3):
                 call()
-            slow = (time.perf_counter() - start_time) / 5 > SLOW_SECONDS
+            start_time = time.perf_counter()
+            for _ in range(3):
+                call()
+            slow = (time.perf_counter() - start_time) / 3 > SLOW_SECONDS
             counts[name] = min(args.requests, SLOW_REQUESTS) if slow else args.requests
         seconds = {name: [] for name in calls}
         for round_ in range(args.requests):
