@@ -464,3 +464,21 @@ def test_a_conv_model_answers_an_empty_support_or_query_set_without_aborting(tmp
         query_x=np.zeros((2, 0, 784), np.float32),
     )
     assert no_query["logits"].shape == (2, 0, WAYS)
+
+
+def test_the_image_export_holds_standard_ops_only(export):
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    with open(os.path.join(export[1], "saved_model.pb"), "rb") as f:
+        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    functions = {function.signature.name for function in graph.library.function}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+        assert "_XlaMustCompile" not in function.attr
+    ops -= functions  # calls of the graph's own functions
+    assert {"DecodePng", "Conv2D", "While"} <= ops
+    unknown = {op for op in ops if op_def_registry.get(op) is None}
+    assert not unknown, unknown  # every op is one TensorFlow registers (no custom kernel)
+    assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless", "XlaLaunch"}
