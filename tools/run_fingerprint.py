@@ -25,7 +25,7 @@ import tensorflow as tf
 from google.protobuf import json_format
 from tensorboard.backend.event_processing import event_accumulator
 
-TIMINGS = {"train_and_eval_seconds", "seconds", "wall_seconds"}
+TIMINGS = {"train_and_eval_seconds", "train_wall_clock_seconds", "seconds", "wall_seconds"}
 
 
 def _bits(values) -> list[int]:

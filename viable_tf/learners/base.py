@@ -36,6 +36,19 @@ class Learner(keras.layers.Layer, abc.ABC):
     #: Whether the adapted state is a task context phi [B, C] alone (CAVIA, VIABLE),
     #: which a server can return and reuse; MAML adapts weights.
     adapts_context: bool = False
+    # What every learner exposes, declared here with the value of a learner that does
+    # not have it; a learner that has one sets it in its own constructor.
+    #: C, the size of the task context phi the learner adapts (0: none).
+    context_dim: int = 0
+    #: The output layer: 'linear' (the network's own) or 'prototypes' (per task, from the
+    #: support set's class prototypes; learners/prototypes.py).
+    head: str = "linear"
+    #: How the prototype head makes a class's prototype ('mean', 'median', 'weighted').
+    prototype: str = "mean"
+    #: The prototype head's temperature tau (a float, or log tau as a variable).
+    temperature: float | tf.Variable | None = None
+    #: The prediction network f (None for a learner without one of its own, e.g. LEO).
+    network: keras.layers.Layer | None = None
 
     def __init__(
         self,
@@ -70,7 +83,7 @@ class Learner(keras.layers.Layer, abc.ABC):
     def every_class_reason(self) -> str | None:
         """Why the learner needs a real support point of every class in a task, or None
         where it does not (an export then refuses a support set that leaves one out)."""
-        if getattr(self, "head", "linear") == "prototypes":
+        if self.head == "prototypes":
             return "this model's output layer starts at each class's support mean"
         return None
 
@@ -81,18 +94,17 @@ class Learner(keras.layers.Layer, abc.ABC):
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         """The learner's hyper-parameters, flat, for results and TensorBoard's HParams."""
-        network = getattr(self, "network", None)
         return {
             "method": self.method_name,
-            "context_dim": int(getattr(self, "context_dim", 0)),
+            "context_dim": int(self.context_dim),
             "inner_steps": self.num_inner_steps,
             "inner_lr": self.inner_lr,
             "first_order": self.first_order,
-            "init": getattr(network, "init", "custom"),
+            "init": getattr(self.network, "init", "custom"),  # a user's network has none
             "activation": "none",  # the loss network's; a fixed task loss has none
-            "head": getattr(self, "head", "linear"),
+            "head": self.head,
             "inner_task_loss": self.inner_task_loss_name or self.task_loss_name,
-            "prototype": getattr(self, "prototype", "mean"),
+            "prototype": self.prototype,
         }
 
     @abc.abstractmethod

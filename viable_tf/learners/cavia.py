@@ -55,7 +55,7 @@ class CAVIA(Learner):
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
         # f_{phi, theta}; with the prototype head g_{phi, theta}, the features under it.
-        prototypes.build_network(
+        self.head, self.temperature, self.network = prototypes.head_and_network(
             self,
             network,
             context_dim=context_dim,

@@ -55,7 +55,7 @@ class MAML(Learner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        prototypes.build_network(
+        self.head, self.temperature, self.network = prototypes.head_and_network(
             self,
             network,
             context_dim=context_dim,

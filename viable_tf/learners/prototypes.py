@@ -59,7 +59,7 @@ def temperature_value(temperature) -> tf.Tensor | float:
     return temperature if isinstance(temperature, float) else tf.exp(temperature)
 
 
-def build_network(
+def head_and_network(
     learner,
     network,
     *,
@@ -67,22 +67,24 @@ def build_network(
     head: str,
     initial_temperature: float,
     learn_temperature: bool,
-) -> None:
-    """Sets a learner's `head`, `temperature` (the prototype head's tau; None for the
-    plain output layer) and `network`: `network(...)` with its output layer, or without
-    it (its last hidden layer then feeds the per-task prototype head). CAVIA's and MAML's
+) -> tuple[str, float | tf.Variable | None, keras.layers.Layer]:
+    """A learner's (head, temperature, network), for its constructor to keep: the head
+    checked, the prototype head's tau (None for the plain output layer; a learned one a
+    weight of `learner`) and `network(...)` with its output layer, or without it (its
+    last hidden layer then feeds the per-task prototype head). CAVIA's and MAML's
     constructors share it; tau is created before the network's weights, as it always was."""
-    learner.head = check_head(head, learner.task_loss_name)
-    prototype = learner.head == "prototypes"
-    learner.temperature = (
+    head = check_head(head, learner.task_loss_name)
+    prototype = head == "prototypes"
+    temperature = (
         head_temperature(learner, initial_temperature, learn_temperature) if prototype else None
     )
-    learner.network = network(
+    built = network(
         input_dim=learner.input_dim,
         output_dim=learner.output_dim,
         context_dim=context_dim,
         **({"output_layer": False} if prototype else {}),
     )
+    return head, temperature, built
 
 
 def check_head(head: str, task_loss: str) -> str:

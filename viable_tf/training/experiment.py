@@ -34,7 +34,7 @@ def results_dict(
         "ci95": evaluation.ci95,
         "num_tasks": evaluation.num_tasks,
         "num_support": evaluation.num_support,
-        "context_dim": getattr(learner, "context_dim", 0),
+        "context_dim": learner.context_dim,
         "checkpoint_step": checkpoint_step,
         f"best_validation_{evaluation.metric}": best_validation,
         "steps_trained": steps_trained,
