@@ -76,51 +76,48 @@ def _static(tensor) -> list[int] | None:
 
 
 def heavy_ops(graph: tf.Graph) -> list[tuple[str, tuple, int]]:
-    """(op type, key shapes, FLOPs) of every convolution and matmul in `graph` and the
-    functions it calls (a gradient's body lives in the graph's function library)."""
+    """(op type, key shapes, FLOPs) of every convolution and matmul in `graph` (the
+    meta-gradient's graph holds them all inline: it calls no functions)."""
     found = []
-    graphs = [graph] + [f for f in graph._functions.values()]
-    for g in graphs:
-        g = getattr(g, "graph", g)
-        for op in g.get_operations():
-            if op.type in CONVS:
-                out = op.outputs[0]
-                if op.type == "Conv2D":
-                    image, kernel, result = op.inputs[0], op.inputs[1], out
-                elif op.type == "Conv2DBackpropInput":
-                    image, kernel, result = out, op.inputs[1], op.inputs[2]
-                else:  # Conv2DBackpropFilter: input, filter_sizes, out_backprop
-                    image, kernel, result = op.inputs[0], out, op.inputs[2]
-                shapes = [_static(t) for t in (image, kernel, result)]
-                if None in shapes:
-                    raise ValueError(f"{op.name}: shapes not static: {shapes}")
-                image_shape, kernel_shape, result_shape = shapes
-                flops = 2 * math.prod(result_shape[:3]) * math.prod(kernel_shape)
-                key = (
-                    tuple(image_shape),
-                    tuple(kernel_shape),
-                    tuple(result_shape),
-                    op.get_attr("padding").decode(),
-                    tuple(op.get_attr("strides")),
-                )
-                found.append((op.type, key, flops))
-            elif op.type in MATMULS:
-                a, b = (_static(t) for t in op.inputs[:2])
-                if a is None or b is None:
-                    raise ValueError(f"{op.name}: shapes not static")
-                if op.type == "MatMul":
-                    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-                    m, k = (a[1], a[0]) if ta else (a[0], a[1])
-                    n = b[0] if tb else b[1]
-                    batch = 1
-                    key = (tuple(a), tuple(b), ta, tb)
-                else:
-                    ta, tb = op.get_attr("adj_x"), op.get_attr("adj_y")
-                    m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
-                    n = b[-2] if tb else b[-1]
-                    batch = math.prod(_static(op.outputs[0])[:-2])
-                    key = (tuple(a), tuple(b), ta, tb)
-                found.append((op.type, key, 2 * batch * m * n * k))
+    for op in graph.get_operations():
+        if op.type in CONVS:
+            out = op.outputs[0]
+            if op.type == "Conv2D":
+                image, kernel, result = op.inputs[0], op.inputs[1], out
+            elif op.type == "Conv2DBackpropInput":
+                image, kernel, result = out, op.inputs[1], op.inputs[2]
+            else:  # Conv2DBackpropFilter: input, filter_sizes, out_backprop
+                image, kernel, result = op.inputs[0], out, op.inputs[2]
+            shapes = [_static(t) for t in (image, kernel, result)]
+            if None in shapes:
+                raise ValueError(f"{op.name}: shapes not static: {shapes}")
+            image_shape, kernel_shape, result_shape = shapes
+            flops = 2 * math.prod(result_shape[:3]) * math.prod(kernel_shape)
+            key = (
+                tuple(image_shape),
+                tuple(kernel_shape),
+                tuple(result_shape),
+                op.get_attr("padding").decode(),
+                tuple(op.get_attr("strides")),
+            )
+            found.append((op.type, key, flops))
+        elif op.type in MATMULS:
+            a, b = (_static(t) for t in op.inputs[:2])
+            if a is None or b is None:
+                raise ValueError(f"{op.name}: shapes not static")
+            if op.type == "MatMul":
+                ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+                m, k = (a[1], a[0]) if ta else (a[0], a[1])
+                n = b[0] if tb else b[1]
+                batch = 1
+                key = (tuple(a), tuple(b), ta, tb)
+            else:
+                ta, tb = op.get_attr("adj_x"), op.get_attr("adj_y")
+                m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
+                n = b[-2] if tb else b[-1]
+                batch = math.prod(_static(op.outputs[0])[:-2])
+                key = (tuple(a), tuple(b), ta, tb)
+            found.append((op.type, key, 2 * batch * m * n * k))
     return found
 
 

@@ -19,8 +19,8 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import threading
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -28,10 +28,12 @@ import numpy as np
 import requests
 import tensorflow as tf
 from tensorflow_serving.config import model_server_config_pb2
-from timing import header
+from timing import header, times
 
 from serving.batching import BatchingOptions
-from serving.client import Client, episode_inputs, json_value, omniglot_episode
+from serving.client import Client
+from serving.omniglot_client import episode_inputs, omniglot_episode
+from serving.rest_client import json_value
 from serving.server import Server, ServerOptions
 from viable_tf.export import layout
 
@@ -121,20 +123,13 @@ def main() -> None:
                 calls[f"{route}, {name}"] = call
         counts = {}
         for name, call in calls.items():  # warm-up: first traces, connections
-            for _ in range(3):
-                call()
-            start_time = time.perf_counter()
-            for _ in range(3):
-                call()
-            slow = (time.perf_counter() - start_time) / 3 > SLOW_SECONDS
+            slow = statistics.mean(times(call, 3, warmup=3)) > SLOW_SECONDS
             counts[name] = min(args.requests, SLOW_REQUESTS) if slow else args.requests
         seconds = {name: [] for name in calls}
-        for round_ in range(args.requests):
+        for round_ in range(args.requests):  # the routes in turns
             for name, call in calls.items():
                 if round_ < counts[name]:
-                    start_time = time.perf_counter()
-                    call()
-                    seconds[name].append(time.perf_counter() - start_time)
+                    seconds[name] += times(call, 1, warmup=0)
         size = len(json.dumps(json_value(inputs_by_form["PNG"][1]["support_png"])))
         for name, values in seconds.items():
             rows.append(

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from timing import header
 
-from serving.client import omniglot_episode
+from serving.omniglot_client import omniglot_episode
 from viable_tf.datasets import omniglot
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.export import layout

@@ -217,7 +217,7 @@ OMNIGLOT = [
         "path = export_saved_model(trainer.learner, os.path.join(work, 'export'), featurizer=encoder,\n"
         "                          input_shape=data.IMAGE_SHAPE)\n"
         "serve = tf.saved_model.load(path).signatures['serving_default']\n"
-        "from serving.client import omniglot_episode\n"
+        "from serving.omniglot_client import omniglot_episode\n"
         "support_x, support_y, query_x, query_y = omniglot_episode(DATA_DIR, ways=5, shots=1, queries=2, seed=7)\n"
         "answer = serve(support_x=tf.constant(support_x), support_y=tf.constant(support_y),\n"
         "               query_x=tf.constant(query_x))\n"

@@ -17,8 +17,6 @@ masked forms. So it works unchanged against the real tensorflow_model_server.
 from __future__ import annotations
 
 import argparse
-import base64
-import functools
 import json
 import sys
 
@@ -34,6 +32,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from serving.omniglot_client import INPUT_FORMS, omniglot_report
 from viable_tf.export import signature as sig
 from viable_tf.logs import add_verbosity_flag
 
@@ -176,140 +175,6 @@ def _support(support_x, support_y, support_mask) -> dict[str, np.ndarray]:
     return inputs
 
 
-@functools.cache
-def _test_split(data_dir: str):
-    """The test alphabets' images, read from the zips once per process."""
-    from viable_tf.datasets.omniglot import read_omniglot
-
-    return read_omniglot(data_dir)["test"]
-
-
-def omniglot_episode(data_dir: str, ways: int, shots: int, queries: int, seed: int):
-    """An episode of test-split Omniglot images as read from the PNGs (0..1): support_x
-    [1, N*K, 105, 105, 1], support_y int32 [1, N*K], query_x, query_y."""
-    test = _test_split(data_dir)
-    rng = np.random.default_rng(seed)
-    classes = np.array(test.classes)
-    chosen = rng.choice(np.unique(classes), ways, replace=False)
-    support, query = [], []
-    for label, name in enumerate(chosen):
-        rows = rng.permutation(np.flatnonzero(classes == name))[: shots + queries]
-        support += [(row, label) for row in rows[:shots]]
-        query += [(row, label) for row in rows[shots:]]
-
-    def arrays(pairs):
-        rows, labels = zip(*pairs, strict=True)
-        return test.images[list(rows)][None], np.array(labels, np.int32)[None]
-
-    return (*arrays(support), *arrays(query))
-
-
-def json_value(value: np.ndarray):
-    """An input as TF Serving's REST API takes it: nested lists, bytes as {"b64": ...}."""
-    if value.dtype == object:
-        encode = np.vectorize(
-            lambda b: {"b64": base64.b64encode(b).decode("ascii")}, otypes=[object]
-        )
-        return encode(value).tolist()
-    return value.tolist()
-
-
-def rest_predict(
-    url: str, model_name: str, inputs: dict[str, np.ndarray], signature_name: str = "", **spec
-) -> dict:
-    """One :predict over TF Serving's REST API (columnar "inputs"); the outputs as arrays."""
-    import requests
-
-    path = f"{url.rstrip('/')}/v1/models/{model_name}"
-    if spec.get("version") is not None:
-        path += f"/versions/{spec['version']}"
-    elif spec.get("label"):
-        path += f"/labels/{spec['label']}"
-    body = {"inputs": {name: json_value(value) for name, value in inputs.items()}}
-    if signature_name:
-        body["signature_name"] = signature_name
-    response = requests.post(f"{path}:predict", json=body, timeout=300)
-    if response.status_code != 200:
-        raise RuntimeError(f"REST {response.status_code}: {response.json().get('error')}")
-    return {name: np.asarray(value) for name, value in response.json()["outputs"].items()}
-
-
-#: How `viable-client omniglot` can send an episode's drawings.
-INPUT_FORMS = ("tensors", "png")
-
-
-def episode_inputs(form: str, support_x, support_y, query_x) -> tuple[str, dict]:
-    """(signature, inputs) of an episode's drawings as tensors (0..1) or as PNG files."""
-    from viable_tf.export.pngs import encode_pngs
-
-    if form == "png":
-        inputs = {
-            sig.SUPPORT_PNG: encode_pngs(support_x),
-            sig.SUPPORT_Y: support_y,
-            sig.QUERY_PNG: encode_pngs(query_x),
-        }
-        return sig.SERVING_PNG, inputs
-    return sig.SERVING_DEFAULT, {
-        sig.SUPPORT_X: support_x,
-        sig.SUPPORT_Y: support_y,
-        sig.QUERY_X: query_x,
-    }
-
-
-def _accuracy_line(name: str, per_episode: list[float], queries: int) -> str:
-    values = np.asarray(per_episode)
-    ci = 1.96 * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return (
-        f"{name}: accuracy {values.mean():.3f} ± {ci:.3f} "
-        f"(95% CI over {len(values)} episodes, {queries} queries)"
-    )
-
-
-def omniglot_report(client: Client, args, spec: dict) -> str:
-    """Accuracy of the served classifier on `num_episodes` test-alphabet episodes, with a
-    95% CI over episodes: over gRPC, and over REST with --rest_url; the drawings as tensors
-    and/or PNG files (--inputs); with --saved_model, the same episodes through that export
-    loaded in this process, and how many answers differ from it."""
-    forms = [form for form in args.inputs.split(",") if form]
-    routes = ["gRPC"] + (["REST"] * bool(args.rest_url))
-    local = tf.saved_model.load(args.saved_model) if args.saved_model else None
-    accuracy: dict[str, list[float]] = {}
-    differing = {}
-    total = 0
-    for episode in range(args.num_episodes):
-        support_x, support_y, query_x, query_y = omniglot_episode(
-            args.data_dir, args.num_ways, args.num_shots, args.num_queries, args.seed + episode
-        )
-        total += query_y.size
-        reference = None
-        if local is not None:
-            signature, inputs = episode_inputs("tensors", support_x, support_y, query_x)
-            tensors = {k: tf.constant(v) for k, v in inputs.items()}
-            reference = local.signatures[signature](**tensors)[sig.CLASSES].numpy()
-            accuracy.setdefault("in process, tensors", []).append(np.mean(reference == query_y))
-        for form in forms:
-            signature, inputs = episode_inputs(form, support_x, support_y, query_x)
-            for route in routes:
-                if route == "gRPC":
-                    request = client.request(
-                        inputs, model_name=args.model_name, signature_name=signature, **spec
-                    )
-                    classes = client.call(request)[sig.CLASSES]
-                else:
-                    classes = rest_predict(
-                        args.rest_url, args.model_name, inputs, signature, **spec
-                    )[sig.CLASSES]
-                key = f"{route}, {form}"
-                accuracy.setdefault(key, []).append(np.mean(classes == query_y))
-                if reference is not None:
-                    differing[key] = differing.get(key, 0) + int(np.sum(classes != reference))
-    what = f"omniglot {args.num_ways}-way {args.num_shots}-shot, test alphabets, "
-    lines = [_accuracy_line(what + key, values, total) for key, values in accuracy.items()]
-    for key, count in differing.items():
-        lines.append(f"{key}: {count} of {total} answers differ from the in-process model")
-    return "\n".join(lines)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viable-client", description=__doc__.split("\n")[0])
     add_verbosity_flag(parser)
@@ -340,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     omniglot.add_argument(
         "--inputs",
         default="tensors,png",
-        help="how the drawings are sent, of " + ",".join(INPUT_FORMS) + " (png: serving_png)",
+        help="how the drawings are sent, of tensors,png (png: serving_png)",
     )
     omniglot.add_argument(
         "--saved_model",

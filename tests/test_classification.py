@@ -371,7 +371,7 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
     expected = learner.predict(state, features(images[:, 5:]))
     np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
     # An image classifier's labels mean the classes of its support drawings: each needs one.
-    with pytest.raises(tf.errors.InvalidArgumentError, match="every class 0..4"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"every class 0\.\.4"):
         serve(
             support_x=np.zeros((2, 0, 6, 6, 1), np.float32),
             support_y=np.zeros((2, 0), np.int32),

@@ -18,7 +18,9 @@ from serving_harness import RunningServer, model_config
 
 from serving.batching import BatchingOptions
 from serving.checks import Limits
-from serving.client import Client, json_value, omniglot_episode
+from serving.client import Client
+from serving.omniglot_client import omniglot_episode
+from serving.rest_client import json_value
 from serving.server import ServerOptions
 from viable_tf.datasets import omniglot
 from viable_tf.export import signature as sig

@@ -11,7 +11,8 @@ import pytest
 import requests
 from serving_harness import RunningServer, model_config
 
-from serving.client import Client, omniglot_episode
+from serving.client import Client
+from serving.omniglot_client import omniglot_episode
 from serving.server import ServerOptions
 from viable_tf.datasets import load_embeddings, omniglot
 

@@ -1,4 +1,6 @@
-"""Images as PNG files and back, as the image signatures (serving_png) read them.
+"""Images as PNG files and back, as the image signatures (serving_png) read them: in
+NumPy for clients and tests (`encode_pngs`, `decode_png`), and in the served graph with
+standard ops only (`decode_pngs`).
 
 `encode_pngs` writes images of 0..1 values as 8-bit PNGs; for drawings whose values are
 multiples of 1/255 (Omniglot's, as read from their files) the round trip through the
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
+from viable_tf.export import signature as sig
 
 
 def encode_pngs(images: np.ndarray) -> np.ndarray:
@@ -45,3 +49,50 @@ def decode_png(data: bytes, channels: int = 1) -> np.ndarray:
     alpha = tf.io.decode_png(data, channels=4).numpy()[..., 3:]
     blended = over_white(color.astype(np.float32), alpha.astype(np.float32))
     return np.where(alpha == 255, UINT8_SCALED[color], blended).astype(np.float32)
+
+
+def decode_pngs(name: str, pngs: tf.Tensor, image_shape) -> tf.Tensor:
+    """In a served graph: PNG strings [B, P] -> images float32 [B, P, H, W, C] in 0..1,
+    each checked from its header (named by `name` in the refusal), decoded as
+    `decode_png` does and resized to H x W by area averaging where its size differs."""
+    images = tf.map_fn(
+        lambda data: _decode_png_graph(name, data, tuple(image_shape)),
+        tf.reshape(pngs, [-1]),
+        fn_output_signature=tf.TensorSpec(image_shape, tf.float32),
+    )
+    return tf.reshape(images, tf.concat([tf.shape(pngs), image_shape], axis=0))
+
+
+def _decode_png_graph(name: str, data: tf.Tensor, image_shape: tuple) -> tf.Tensor:
+    """One PNG -> float32 [H, W, C] in 0..1, white = 1, as Omniglot's are read."""
+    height, width, channels = image_shape
+    header = tf.strings.substr(data + b"\0" * 24, 0, 24)  # safe on short strings
+    is_png = tf.logical_and(
+        tf.equal(tf.strings.substr(header, 0, 8), sig.PNG_MAGIC),
+        tf.equal(tf.strings.substr(header, 12, 4), b"IHDR"),
+    )
+    check_png = tf.debugging.assert_equal(
+        is_png, True, message=f"{name} holds a string that is not a PNG"
+    )
+    with tf.control_dependencies([check_png]):
+        size = tf.io.decode_raw(
+            tf.strings.substr(header, 16, 8), tf.int32, little_endian=False
+        )  # [width, height]
+    check_size = tf.debugging.assert_equal(
+        tf.reduce_all(tf.logical_and(size > 0, size <= sig.MAX_PNG_SIDE)),
+        True,
+        message=f"{name} holds a PNG larger than {sig.MAX_PNG_SIDE} pixels on a side",
+    )
+    with tf.control_dependencies([check_size]):
+        color = tf.io.decode_png(data, channels=channels)  # uint8 [h, w, C]
+        alpha = tf.io.decode_png(data, channels=4)[..., 3:]  # uint8 [h, w, 1]
+    image = tf.where(
+        tf.equal(alpha, 255),
+        tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
+        over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
+    )
+    return tf.cond(
+        tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
+        lambda: image,
+        lambda: tf.image.resize(image, [height, width], method="area"),
+    )

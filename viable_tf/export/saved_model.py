@@ -38,10 +38,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from viable_tf.export import signature as sig
@@ -52,7 +50,8 @@ from viable_tf.export.layout import (
     WARMUP_FILE,
     next_version,
 )
-from viable_tf.export.pngs import UINT8_SCALED, encode_pngs, over_white
+from viable_tf.export.pngs import decode_pngs
+from viable_tf.export.warmup import WarmupInputs, warmup_requests
 from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner
 
@@ -249,58 +248,14 @@ class AdaptThenPredict(tf.Module):
         return outputs
 
     def _serve_png(self, support_png, support_y, query_png):
-        support_x = self._png_images(sig.SUPPORT_PNG, support_png)
-        query_x = self._png_images(sig.QUERY_PNG, query_png)
+        support_x = decode_pngs(sig.SUPPORT_PNG, support_png, self.input_shape)
+        query_x = decode_pngs(sig.QUERY_PNG, query_png, self.input_shape)
         return self._serve(support_x, support_y, query_x)
 
     def _serve_png_masked(self, support_png, support_y, support_mask, query_png):
-        support_x = self._png_images(sig.SUPPORT_PNG, support_png)
-        query_x = self._png_images(sig.QUERY_PNG, query_png)
+        support_x = decode_pngs(sig.SUPPORT_PNG, support_png, self.input_shape)
+        query_x = decode_pngs(sig.QUERY_PNG, query_png, self.input_shape)
         return self._serve_masked(support_x, support_y, support_mask, query_x)
-
-    def _png_images(self, name: str, pngs):
-        """PNG strings [B, P] -> images float32 [B, P, H, W, C] in 0..1."""
-        image_spec = tf.TensorSpec(self.input_shape, tf.float32)
-        images = tf.map_fn(
-            functools.partial(self._png_image, name),
-            tf.reshape(pngs, [-1]),
-            fn_output_signature=image_spec,
-        )
-        return tf.reshape(images, tf.concat([tf.shape(pngs), self.input_shape], axis=0))
-
-    def _png_image(self, name: str, data):
-        """One PNG -> float32 [H, W, C] in 0..1, white = 1, as Omniglot's are read."""
-        height, width, channels = self.input_shape
-        header = tf.strings.substr(data + b"\0" * 24, 0, 24)  # safe on short strings
-        is_png = tf.logical_and(
-            tf.equal(tf.strings.substr(header, 0, 8), sig.PNG_MAGIC),
-            tf.equal(tf.strings.substr(header, 12, 4), b"IHDR"),
-        )
-        check_png = tf.debugging.assert_equal(
-            is_png, True, message=f"{name} holds a string that is not a PNG"
-        )
-        with tf.control_dependencies([check_png]):
-            size = tf.io.decode_raw(
-                tf.strings.substr(header, 16, 8), tf.int32, little_endian=False
-            )  # [width, height]
-        check_size = tf.debugging.assert_equal(
-            tf.reduce_all(tf.logical_and(size > 0, size <= sig.MAX_PNG_SIDE)),
-            True,
-            message=f"{name} holds a PNG larger than {sig.MAX_PNG_SIDE} pixels on a side",
-        )
-        with tf.control_dependencies([check_size]):
-            color = tf.io.decode_png(data, channels=channels)  # uint8 [h, w, C]
-            alpha = tf.io.decode_png(data, channels=4)[..., 3:]  # uint8 [h, w, 1]
-        image = tf.where(
-            tf.equal(alpha, 255),
-            tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
-            over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
-        )
-        return tf.cond(
-            tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
-            lambda: image,
-            lambda: tf.image.resize(image, [height, width], method="area"),
-        )
 
     def _adapt(self, support_x, support_y):
         return self._adapt_masked(support_x, support_y, self._all_real(support_x))
@@ -314,72 +269,6 @@ class AdaptThenPredict(tf.Module):
         context = tf.debugging.check_numerics(context, "context must be finite")
         query_x = self._check_query(query_x, tf.shape(context)[0])
         return self._outputs(self._predict_queries([context], query_x))
-
-
-WarmupInputs = Callable[..., dict[str, np.ndarray]]
-
-
-def generic_warmup_inputs(
-    module: AdaptThenPredict, rng: np.random.Generator, *, num_support: int, num_query: int
-) -> dict[str, np.ndarray]:
-    """Warm-up inputs when the caller names none: standard normal x of the served
-    shape, labels 0..N-1 or standard normal targets."""
-    learner = module.learner
-    if module.classification:
-        support_y = (np.arange(num_support) % learner.output_dim).astype(np.int32)[None]
-    else:
-        support_y = rng.normal(size=(1, num_support, learner.output_dim)).astype(np.float32)
-    shape = module.input_shape
-    return {
-        sig.SUPPORT_X: rng.normal(size=(1, num_support, *shape)).astype(np.float32),
-        sig.SUPPORT_Y: support_y,
-        sig.QUERY_X: rng.normal(size=(1, num_query, *shape)).astype(np.float32),
-    }
-
-
-def warmup_requests(
-    module: AdaptThenPredict, *, model_name: str, inputs: WarmupInputs | None = None
-) -> list:
-    """PredictionLog records that exercise serving_default (K = 10 and K = 0) and
-    serving_masked (K = 10, the batcher's form) before traffic. A prototype-head
-    classifier needs every class in its support set: K = max(10, N), and no K = 0.
-
-    `inputs(rng, num_support=K, num_query=Q)` gives one task's support_x, support_y and
-    query_x in the served input space (a task family's `warmup_inputs`, or images for
-    an export with a featurizer); by default `generic_warmup_inputs`.
-    """
-    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
-
-    rng = np.random.default_rng(0)
-    if inputs is None:
-        inputs = functools.partial(generic_warmup_inputs, module)
-    records = []
-    full, empty = 10, 0
-    if module.every_class_reason:
-        full, empty = max(full, module.learner.output_dim), None
-    plans = [(sig.SERVING_DEFAULT, full), (sig.SERVING_DEFAULT, empty), (sig.SERVING_MASKED, full)]
-    if module.takes_png:
-        plans += [(sig.SERVING_PNG, full), (sig.SERVING_PNG_MASKED, full)]
-    for signature_name, k in plans:
-        if k is None:
-            continue
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = model_name
-        request.model_spec.signature_name = signature_name
-        values = dict(inputs(rng, num_support=k, num_query=10))
-        if signature_name in (sig.SERVING_PNG, sig.SERVING_PNG_MASKED):
-            values[sig.SUPPORT_PNG] = encode_pngs(values.pop(sig.SUPPORT_X).clip(0, 1))
-            values[sig.QUERY_PNG] = encode_pngs(values.pop(sig.QUERY_X).clip(0, 1))
-        if signature_name in (sig.SERVING_MASKED, sig.SERVING_PNG_MASKED):
-            values[sig.SUPPORT_MASK] = np.ones((1, k), bool)
-        for name, value in values.items():
-            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-        records.append(
-            prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
-        )
-    return records
 
 
 def export_saved_model(
@@ -426,8 +315,8 @@ def export_saved_model(
             "input_shape": list(module.input_shape),
             "input_dim": learner.input_dim,
             "output_dim": learner.output_dim,
-            "context_dim": getattr(learner, "context_dim", 0),
-            "head": getattr(learner, "head", "linear"),
+            "context_dim": learner.context_dim,
+            "head": learner.head,
             "every_class": module.every_class_reason,
             "signatures": sorted(module.signatures()),
             **(metadata or {}),
