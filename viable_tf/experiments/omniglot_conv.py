@@ -22,7 +22,8 @@ Stages, each skipped when its output exists:
   4. export   each run as a served version that takes the drawings as read (float32
               [B, K, 105, 105, 1], 0..1) or as PNG files (serving_png), with 40 example
               drawings of the test alphabets and their licence in assets.extra/examples/:
-              W/export/<run>/<version>/ (serve it: viable-serve --model_base_path=...)
+              W/export/<run>/<version>/ (serve it: viable-serve --model_base_path=...);
+              W/results.json names the best on validation per setting ("served")
 Then W/results.json and W/results.md, with the time per meta-update of each run and the
 nearest class mean of the (l2-normalised) pixels on the same test episodes.
 """
@@ -205,6 +206,10 @@ def _main() -> int:
             export(args.work_dir, args.data_dir, run)
             summary["runs"][run] = record
             print(f"{run}: {100 * summary['runs'][run]['mean']:.1f}%", flush=True)
+    # Every run is exported; the one to serve per setting: the best on validation.
+    summary["served"] = {s: omniglot.best_by_validation(summary["runs"], s) for s in settings}
+    for setting, run in summary["served"].items():
+        print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's
     summary["reference"] = {
         s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS) for s in settings
