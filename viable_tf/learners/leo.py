@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from viable_tf import ops
 from viable_tf.configurable import keras_configurable
+from viable_tf.learners import prototypes
 from viable_tf.learners.base import Learner, State
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.ops import RNG_ALG, masked_mean
@@ -250,11 +251,10 @@ class LEO(Learner):
         x = tf.where(support_mask[..., None], support_x, tf.zeros_like(support_x))
         codes = tf.matmul(self._dropout(x), self.encoder_kernel)  # [B, K, L]
         per_point = self.relation(codes, support_mask)  # [B, K, 2L]
-        real = tf.cast(support_mask, per_point.dtype)
-        members = tf.one_hot(support_y, self.output_dim) * real[..., None]  # [B, K, N]
+        members = prototypes.class_members(support_y, support_mask, self.output_dim)  # [B,K,N]
         counts = tf.reduce_sum(members, axis=1)  # [B, N]
         per_point = tf.where(support_mask[..., None], per_point, tf.zeros_like(per_point))
-        params = tf.einsum("bkn,bkc->bnc", members, per_point) / tf.maximum(counts, 1.0)[..., None]
+        params = prototypes.class_means(members, per_point)  # [B, N, 2L]
         mean, s = tf.split(params, 2, axis=-1)
         return mean, s, counts
 

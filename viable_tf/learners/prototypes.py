@@ -98,24 +98,31 @@ def check_head(head: str, task_loss: str) -> str:
     return head
 
 
+def class_members(
+    labels: tf.Tensor, mask: tf.Tensor, num_classes: int, dtype: tf.DType = tf.float32
+) -> tf.Tensor:
+    """labels int [B, K], mask bool [B, K] -> members [B, K, N]: 1 where a real point
+    is of class n (labels outside 0..N-1 are of no class)."""
+    return tf.one_hot(labels, num_classes, dtype=dtype) * tf.cast(mask, dtype)[..., None]
+
+
 def class_counts(labels: tf.Tensor, mask: tf.Tensor, num_classes: int) -> tf.Tensor:
-    """labels int [B, K], mask bool [B, K] -> real support points per class [B, N]
-    (labels outside 0..N-1 count for no class)."""
-    members = tf.one_hot(labels, num_classes) * tf.cast(mask, tf.float32)[..., None]
-    return tf.reduce_sum(members, axis=1)
+    """labels int [B, K], mask bool [B, K] -> real support points per class [B, N]."""
+    return tf.reduce_sum(class_members(labels, mask, num_classes), axis=1)
+
+
+def class_means(members: tf.Tensor, features: tf.Tensor) -> tf.Tensor:
+    """members [B, K, N] (a point's weight in each class), features [B, K, H] ->
+    [B, N, H]: each class's weighted mean (0 for a class with no weight). The one place
+    class means are computed (the prototype head's prototypes, LEO's class codes)."""
+    sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
+    return sums / tf.maximum(tf.reduce_sum(members, axis=1), 1e-12)[..., None]
 
 
 def check_prototype(prototype: str) -> str:
     if prototype not in PROTOTYPES:
         raise ValueError(f"prototype must be one of {PROTOTYPES}, got {prototype!r}")
     return prototype
-
-
-def _weighted_means(members: tf.Tensor, features: tf.Tensor) -> tf.Tensor:
-    """members [B, K, N] (a point's weight in each class), features [B, K, H] ->
-    [B, N, H]: each class's weighted mean (0 for a class with no weight)."""
-    sums = tf.einsum("bkn,bkh->bnh", members, features)  # [B, N, H]
-    return sums / tf.maximum(tf.reduce_sum(members, axis=1), 1e-12)[..., None]
 
 
 def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "mean") -> tf.Tensor:
@@ -128,7 +135,7 @@ def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "
     amount. weighted: the mean weighted by each point's mean cosine similarity to the
     other points of its class, clipped at 0 (a point unlike the rest counts little; one
     shot, or no positive similarity, gives the plain mean)."""
-    means = _weighted_means(members, features)  # [B, N, H]
+    means = class_means(members, features)  # [B, N, H]
     if prototype == "mean":
         return means
     if prototype == "median":
@@ -137,7 +144,7 @@ def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "
             # distance of every point to every class's current median: [B, K, N]
             gap = features[:, :, None, :] - median[:, None, :, :]  # [B, K, N, H]
             distance = tf.sqrt(tf.reduce_sum(tf.square(gap), -1) + MEDIAN_EPSILON**2)
-            median = _weighted_means(members / distance, features)
+            median = class_means(members / distance, features)
         return median
     unit = tf.math.l2_normalize(features, axis=-1)  # [B, K, H]
     cosine = tf.matmul(unit, unit, transpose_b=True)  # [B, K, K]
@@ -146,7 +153,7 @@ def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "
     count = tf.reduce_sum(others, axis=2)  # [B, K]
     similarity = tf.reduce_sum(cosine * others, axis=2) / tf.maximum(count, 1.0)  # [B, K]
     weight = tf.where(count > 0, tf.nn.relu(similarity), tf.ones_like(similarity))  # [B, K]
-    weighted = _weighted_means(members * weight[..., None], features)
+    weighted = class_means(members * weight[..., None], features)
     has_weight = tf.reduce_sum(members * weight[..., None], axis=1) > 0  # [B, N]
     return tf.where(has_weight[..., None], weighted, means)
 
@@ -161,11 +168,10 @@ def prototype_head(
     """features [B, K, H], labels int [B, K], mask bool [B, K] -> (kernel [B, H, N],
     bias [B, N]): w_c = 2 mu_c, b_c = -||mu_c||^2 over each task's real points, mu_c the
     class's prototype (`class_prototypes`: its mean unless said otherwise)."""
-    real = tf.cast(mask, features.dtype)  # [B, K]
     # Padded points may hold anything (even inf): zeroed, not multiplied by 0.
     features = tf.where(mask[..., None], features, tf.zeros_like(features))
-    members = tf.one_hot(labels, num_classes, dtype=features.dtype) * real[..., None]  # [B,K,N]
-    counts = tf.reduce_sum(members, axis=1)  # [B, N], as class_counts
+    members = class_members(labels, mask, num_classes, features.dtype)  # [B, K, N]
+    counts = tf.reduce_sum(members, axis=1)  # [B, N]
     means = class_prototypes(features, members, prototype)  # [B, N, H]
     kernel = 2.0 * tf.transpose(means, [0, 2, 1])  # [B, H, N]
     bias = -tf.reduce_sum(tf.square(means), axis=-1)  # [B, N]
