@@ -167,19 +167,22 @@ class Learner(keras.layers.Layer, abc.ABC):
         """
         state = self.start_state(support_x, support_y, support_mask)
         stepped = self.adapted_entries or (True,) * len(state)
+
+        def with_adapted(adapted: list[tf.Tensor]) -> State:
+            """The state with its stepped entries replaced by `adapted`, in order."""
+            entries = iter(adapted)
+            return [next(entries) if step else s for s, step in zip(state, stepped, strict=True)]
+
         losses = []
         for _ in range(self.num_inner_steps):
-            adapted = [s for s, step in zip(state, stepped, strict=True) if step]
-            with tf.GradientTape() as tape:
-                tape.watch(adapted)
-                loss = self.inner_loss(state, support_x, support_y, support_mask)  # [B]
-                # Tasks are independent, so d(sum_b loss_b)/d state_b = d loss_b / d state_b.
-                total = tf.reduce_sum(loss)
-            grads = iter(tape.gradient(total, adapted))
-            state = [
-                s - self.inner_lr * self._inner_gradient(next(grads)) if step else s
-                for s, step in zip(state, stepped, strict=True)
-            ]
+            adapted, loss = self.inner_step(
+                [s for s, step in zip(state, stepped, strict=True) if step],
+                lambda adapted: self.inner_loss(
+                    with_adapted(adapted), support_x, support_y, support_mask
+                ),
+                self.inner_lr,
+            )
+            state = with_adapted(adapted)
             losses.append(loss)
         if return_inner_losses:
             stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
@@ -190,6 +193,22 @@ class Learner(keras.layers.Layer, abc.ABC):
         """The update a trainer with `fall_back_on_nonfinite` applies in place of a
         non-finite meta-gradient: none (zeros), unless a learner says otherwise."""
         return [tf.zeros_like(v) for v in variables]
+
+    def inner_step(
+        self, values: list[tf.Tensor], loss_fn, lr: float | tf.Tensor
+    ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        """One gradient step of `values` on `loss_fn(values)` (per task, [B]): values -
+        lr * d sum_b loss_b / d values (tasks are independent, so each task's values
+        follow their own loss), the gradient stopped for a first-order learner. Returns
+        the stepped values and the loss before the step. The one inner step every
+        learner takes (LEO's latent and fine-tuning steps too)."""
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            loss = loss_fn(values)  # [B]
+            total = tf.reduce_sum(loss)
+        grads = tape.gradient(total, values)
+        stepped = [v - lr * self._inner_gradient(g) for v, g in zip(values, grads, strict=True)]
+        return stepped, loss
 
     def _inner_gradient(self, grad: tf.Tensor) -> tf.Tensor:
         return tf.stop_gradient(grad) if self.first_order else grad

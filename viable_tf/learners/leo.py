@@ -301,11 +301,9 @@ class LEO(Learner):
         return LEO.inner_loss(self, state, support_x, support_y, support_mask)
 
     def _step(self, value, loss_fn, lr):
-        with tf.GradientTape() as tape:
-            tape.watch(value)
-            loss = loss_fn(value)  # [B]
-            total = tf.reduce_sum(loss)  # tasks are independent
-        return value - lr * self._inner_gradient(tape.gradient(total, value)), loss
+        """One inner step of one tensor (Learner.inner_step)."""
+        (stepped,), loss = self.inner_step([value], lambda values: loss_fn(values[0]), lr)
+        return stepped, loss
 
     def _adapt(self, support_x, support_y, support_mask):
         """(state, inner losses [S, B], KL [B], encoder penalty [B])."""
