@@ -71,6 +71,17 @@ def _pngs(images):
     return encode_pngs(images)
 
 
+def _call_pngs(loaded, support_x, support_y, query_x):
+    """serving_png in process, the drawings sent as the PNG files of their pixels."""
+    return _call(
+        loaded,
+        "serving_png",
+        support_png=_pngs(support_x),
+        support_y=support_y,
+        query_png=_pngs(query_x),
+    )
+
+
 def _call(loaded, signature, **inputs):
     tensors = {
         k: tf.constant(v, tf.string if v.dtype == object else None) for k, v in inputs.items()
@@ -84,13 +95,7 @@ def test_the_png_signature_answers_exactly_as_the_tensor_one(loaded):
     tensors = _call(
         loaded, "serving_default", support_x=support_x, support_y=support_y, query_x=query_x
     )
-    pngs = _call(
-        loaded,
-        "serving_png",
-        support_png=_pngs(support_x),
-        support_y=support_y,
-        query_png=_pngs(query_x),
-    )
+    pngs = _call_pngs(loaded, support_x, support_y, query_x)
     for name in ("logits", "probabilities", "classes", "context"):
         np.testing.assert_array_equal(pngs[name], tensors[name])
     assert tensors["classes"].shape == (1, WAYS * 2)
@@ -132,20 +137,8 @@ def test_pngs_of_any_size_and_colour_type_are_read_as_drawings_on_white():
 def test_a_larger_png_is_resized_to_the_input_by_area(loaded):
     support_x, support_y, query_x, _ = _episode(seed=2)
     big = np.repeat(np.repeat(query_x, 2, axis=2), 2, axis=3)  # 210 x 210, each pixel 2 x 2
-    small = _call(
-        loaded,
-        "serving_png",
-        support_png=_pngs(support_x),
-        support_y=support_y,
-        query_png=_pngs(query_x),
-    )
-    large = _call(
-        loaded,
-        "serving_png",
-        support_png=_pngs(support_x),
-        support_y=support_y,
-        query_png=_pngs(big),
-    )
+    small = _call_pngs(loaded, support_x, support_y, query_x)
+    large = _call_pngs(loaded, support_x, support_y, big)
     np.testing.assert_allclose(large["logits"], small["logits"], rtol=1e-5, atol=1e-5)
 
 
