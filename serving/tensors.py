@@ -99,14 +99,12 @@ def _json_strings(name: str, value) -> np.ndarray:
         if not level:
             break
         level = level[0]
-    array = np.empty(shape, dtype=object)
     try:
-        flat = np.array(values, dtype=object)
+        array = np.array(values, dtype=object)
     except ValueError:
-        flat = None
-    if flat is None or flat.shape != tuple(shape):
+        array = None
+    if array is None or array.shape != tuple(shape):  # ragged: lists left inside
         raise invalid(f"input {name}: ragged nested lists; expected a rectangular array")
-    array[...] = flat
     return array
 
 

@@ -30,6 +30,16 @@ def _fresh_state():
     gin.clear_config()
 
 
+@pytest.fixture(scope="module")
+def client(server):
+    """A gRPC client of the module's `server` fixture (a serving_harness.RunningServer)."""
+    from serving.client import Client
+
+    client = Client(server.grpc_target)
+    yield client
+    client.close()
+
+
 @pytest.fixture
 def run_cli(monkeypatch, capsys):
     """Runs a command-line module's main() in this process (no TensorFlow to import

@@ -56,13 +56,6 @@ def server(export):
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    client = Client(server.grpc_target)
-    yield client
-    client.close()
-
-
 def _episode(seed=0, ways=WAYS, shots=1, queries=2):
     return omniglot_episode(DATA_DIR, ways, shots, queries, seed)
 

@@ -74,13 +74,6 @@ def server(model, classifier_base):
     running.stop()
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    client = Client(server.grpc_target)
-    yield client
-    client.close()
-
-
 def _tasks(b=2, k=10, q=7, seed=0):
     rng = np.random.default_rng(seed)
     support_x = rng.uniform(-5, 5, (b, k, 1)).astype(np.float32)

@@ -154,8 +154,11 @@ def frozen_encoder(work_dir: str):
     return keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
 
 
-def export(work_dir: str, run: str) -> str:
-    """Stage 4 for one run: the model with the frozen encoder, as a served version."""
+def export(work_dir: str, run: str, *, featurizer=None, examples: str | None = None) -> str:
+    """Stage 4 for one run: its best checkpoint behind its image preprocessing (the frozen
+    encoder of stage 1 unless `featurizer` is given, e.g. an end-to-end model's pixels), as
+    a served version of W/export/<run>/; `examples`, a folder of example drawings
+    (`datasets.omniglot.write_examples`), ships as its assets.extra/examples/."""
     from viable_tf.config import load_run
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
@@ -168,19 +171,24 @@ def export(work_dir: str, run: str) -> str:
     loaded = load_run(model_dir, (f"DATA_DIR={features!r}",))
     with open(loaded.run_dir.operative_config) as f:
         config = f.read()
+    metadata = {
+        "evaluation": loaded.run_dir.read_results(),
+        "checkpoint_step": loaded.checkpoint_step,
+        "inputs": "drawings as read from the PNG: float32 [B, K, 105, 105, 1], 0..1, "
+        "white = 1; or the PNG files themselves (serving_png)",
+    }
+    if examples:
+        metadata["examples"] = "examples/index.json"
     return export_saved_model(
         loaded.learner,
         base,
         operative_config=config,
-        metadata={
-            "evaluation": loaded.run_dir.read_results(),
-            "checkpoint_step": loaded.checkpoint_step,
-            "inputs": "images as read from the PNG: float32 [B, K, 105, 105, 1], 0..1",
-        },
+        metadata=metadata,
         model_name=run,
-        featurizer=frozen_encoder(work_dir),
+        featurizer=frozen_encoder(work_dir) if featurizer is None else featurizer,
         input_shape=omniglot.IMAGE_SHAPE,
         warmup_inputs=functools.partial(warmup_images, num_ways=loaded.tasks.num_ways),
+        extra_assets={"examples": examples} if examples else None,
     )
 
 

@@ -90,43 +90,14 @@ def prepare_pixels(data_dir: str, work_dir: str) -> dict:
 
 
 def export(work_dir: str, data_dir: str, run: str) -> str:
-    """Stage 4 for one run: its best checkpoint behind the pixels' preprocessing, as a
-    served version of W/export/<run>/ (skipped when one exists); returns the base."""
-    import functools
-
-    from viable_tf.config import load_run
+    """Stage 4 for one run: `omniglot.export` behind the pixels' preprocessing, with the
+    example drawings (written once to W/features/examples/)."""
     from viable_tf.datasets import omniglot as data
-    from viable_tf.export import export_saved_model
 
-    base = os.path.join(work_dir, "export", run)
-    if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
-        return base
     examples = os.path.join(work_dir, "features", "examples")
     if not os.path.isfile(os.path.join(examples, "index.json")):
         data.write_examples(data_dir, examples)
-    model_dir = os.path.join(work_dir, "runs", run)
-    loaded = load_run(model_dir, (f"DATA_DIR={os.path.join(work_dir, 'features')!r}",))
-    with open(loaded.run_dir.operative_config) as f:
-        config = f.read()
-    results = loaded.run_dir.read_results() if os.path.exists(loaded.run_dir.results) else {}
-    export_saved_model(
-        loaded.learner,
-        base,
-        operative_config=config,
-        metadata={
-            "evaluation": results,
-            "checkpoint_step": loaded.checkpoint_step,
-            "inputs": "drawings as read from the PNG: float32 [B, K, 105, 105, 1], 0..1, "
-            "white = 1; or the PNG files themselves (serving_png)",
-            "examples": "examples/index.json",
-        },
-        model_name=run,
-        featurizer=data.pixel_featurizer(),
-        input_shape=data.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(omniglot.warmup_images, num_ways=loaded.tasks.num_ways),
-        extra_assets={"examples": examples},
-    )
-    return base
+    return omniglot.export(work_dir, run, featurizer=data.pixel_featurizer(), examples=examples)
 
 
 def report(summary: dict) -> str:

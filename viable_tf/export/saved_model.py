@@ -232,8 +232,8 @@ class AdaptThenPredict(tf.Module):
             return self._features(tf.debugging.check_numerics(query_x, "query_x must be finite"))
 
     @staticmethod
-    def _all_real(support_x):
-        return tf.ones(tf.shape(support_x)[:2], tf.bool)  # [B, K]: no padding
+    def _all_real(support):
+        return tf.ones(tf.shape(support)[:2], tf.bool)  # [B, K]: no padding
 
     def _serve(self, support_x, support_y, query_x):
         return self._serve_masked(support_x, support_y, self._all_real(support_x), query_x)
@@ -248,9 +248,8 @@ class AdaptThenPredict(tf.Module):
         return outputs
 
     def _serve_png(self, support_png, support_y, query_png):
-        support_x = decode_pngs(sig.SUPPORT_PNG, support_png, self.input_shape)
-        query_x = decode_pngs(sig.QUERY_PNG, query_png, self.input_shape)
-        return self._serve(support_x, support_y, query_x)
+        mask = self._all_real(support_png)
+        return self._serve_png_masked(support_png, support_y, mask, query_png)
 
     def _serve_png_masked(self, support_png, support_y, support_mask, query_png):
         support_x = decode_pngs(sig.SUPPORT_PNG, support_png, self.input_shape)
