@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from viable_tf.datasets import load_embeddings, omniglot
 from viable_tf.experiments.omniglot_conv import prepare_pixels
-from viable_tf.learners import CAVIA, VIABLE
+from viable_tf.learners import CAVIA, VIABLE, AdaptedState
 from viable_tf.learners.viable import canonical_logits
 from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, keras_network
 from viable_tf.run_dir import RunDir
@@ -113,7 +113,9 @@ def test_a_loss_network_from_zero_moves_nothing_at_first_and_still_gets_a_meta_g
         with tf.GradientTape() as tape:
             (context,) = flat.adapt(support_x, support_y, mask)
             query_y = tf.zeros(query_x.shape[:2], tf.int32)
-            query_loss = tf.reduce_mean(flat.task_loss(flat.predict([context], query_x), query_y))
+            query_loss = tf.reduce_mean(
+                flat.task_loss(flat.predict(AdaptedState(context=context), query_x), query_y)
+            )
         grad = tape.gradient(query_loss, flat.loss_network._output.kernel)
         assert np.isfinite(grad.numpy()).all() and np.abs(grad.numpy()).max() > 0
         lineage = _viable(lambda n=network: n(hidden_units=(16, 16)))
@@ -179,7 +181,7 @@ def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_m
     assert learner.network.penultimate_dim == 32  # 8 x 8 pooled twice, 8 channels
     assert learner.feature_dim == 1 + N + N + 32  # L_T, logits, one-hot, h
     support_x, support_y, mask, _ = _episode(b=1, seed=2)
-    state = [tf.random.normal([1, C], seed=1)]
+    state = AdaptedState(context=tf.random.normal([1, C], seed=1))
     loss = learner.inner_loss(state, support_x, support_y, mask).numpy()
     # The points in another order: the mean over every ordered pair is the same.
     order = [2, 0, 1]
@@ -194,7 +196,7 @@ def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_m
     padded = learner.inner_loss(state, padded_x, padded_y, padded_mask)
     np.testing.assert_allclose(padded.numpy(), loss, rtol=1e-5)
     # The features are the network's own at the current context: phi moves them.
-    y_hat, h = learner.network.call_with_penultimate(support_x, state[0])
+    y_hat, h = learner.network.call_with_penultimate(support_x, state.context)
     np.testing.assert_allclose(y_hat.numpy(), learner.predict(state, support_x).numpy(), 1e-5)
     _, h0 = learner.network.call_with_penultimate(support_x, tf.zeros([1, C]))
     assert np.abs(h.numpy() - h0.numpy()).max() > 0
@@ -202,12 +204,12 @@ def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_m
     with tf.GradientTape() as tape:
         tape.watch(state)
         total = tf.reduce_sum(learner.inner_loss(state, support_x, support_y, mask))
-    assert np.abs(tape.gradient(total, state[0]).numpy()).max() > 0
+    assert np.abs(tape.gradient(total, state.context).numpy()).max() > 0
 
 
 def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
     support_x, support_y, mask, _ = _episode(b=1, seed=3)
-    state = [tf.random.normal([1, C], seed=2)]
+    state = AdaptedState(context=tf.random.normal([1, C], seed=2))
     values, grads = [], []
     for inputs in ("penultimate", "penultimate_stopped"):
         learner = _viable(lambda: RelationLossNetwork(hidden_units=(16,)), pair_inputs=inputs)
@@ -215,15 +217,15 @@ def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
             tape.watch(state)
             loss = learner.inner_loss(state, support_x, support_y, mask)
         values.append(loss.numpy())
-        grads.append(tape.gradient(loss, state[0]).numpy())
+        grads.append(tape.gradient(loss, state.context).numpy())
         if inputs == "penultimate_stopped":  # by hand: h as a constant, the rest as is
-            y_hat, h = learner.network.call_with_penultimate(support_x, state[0])
+            y_hat, h = learner.network.call_with_penultimate(support_x, state.context)
             with tf.GradientTape() as tape:
                 tape.watch(state)
                 y_hat = learner.predict(state, support_x)
                 features = learner.point_features(tf.constant(h.numpy()), support_y, y_hat)
                 by_hand = learner.loss_network(features, mask)
-            np.testing.assert_allclose(grads[-1], tape.gradient(by_hand, state[0]), rtol=1e-5)
+            np.testing.assert_allclose(grads[-1], tape.gradient(by_hand, state.context), rtol=1e-5)
     np.testing.assert_array_equal(values[0], values[1])  # the same loss, the same weights
     assert np.abs(grads[0] - grads[1]).max() > 1e-6  # but not the same gradient
 
@@ -283,7 +285,7 @@ def test_relviable_on_penultimate_features_exports_and_reloads_in_plain_tensorfl
     served = tf.saved_model.load(os.path.join(base, version)).signatures["serving_default"]
     out = served(support_x=support_x, support_y=support_y, query_x=query_x)
     state = learner.adapt(support_x, support_y, mask)
-    assert np.abs(state[0].numpy()).max() > 0
+    assert np.abs(state.context.numpy()).max() > 0
     np.testing.assert_allclose(
         out["logits"].numpy(), learner.predict(state, query_x).numpy(), rtol=1e-5, atol=1e-6
     )

@@ -54,7 +54,7 @@ def test_reloaded_model_matches_the_model_in_memory(exported, b, k, q, masked):
         )
     state = learner.adapt(support_x, support_y, mask)
     np.testing.assert_allclose(outputs["predictions"], learner.predict(state, query_x), atol=1e-5)
-    np.testing.assert_allclose(outputs["context"], state[0], atol=1e-5)
+    np.testing.assert_allclose(outputs["context"], state.context, atol=1e-5)
     if k == 0:  # no support: the unadapted prediction
         unadapted = learner.predict(learner.initial_state(b), query_x)
         np.testing.assert_allclose(outputs["predictions"], unadapted, atol=1e-6)

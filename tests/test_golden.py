@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, AdaptedState
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
 
@@ -100,7 +100,9 @@ def test_maml_one_inner_step_by_hand():
     w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
     np.testing.assert_allclose(w, [[[0.45]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[-0.05]], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(learner.predict([w, b], BATCH.query_x), [[[1.3]]], rtol=1e-6)
+    np.testing.assert_allclose(
+        learner.predict(AdaptedState(weights=[w, b]), BATCH.query_x), [[[1.3]]], rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_viable_on_maml_one_inner_step_by_hand(loss_cls, weight, bias, query_pre
     w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
     np.testing.assert_allclose(w, [[[weight]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[bias]], rtol=1e-6)
-    prediction = learner.predict([w, b], BATCH.query_x)
+    prediction = learner.predict(AdaptedState(weights=[w, b]), BATCH.query_x)
     np.testing.assert_allclose(prediction, [[[query_prediction]]], rtol=1e-6, atol=1e-6)
 
 

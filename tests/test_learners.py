@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from conftest import unreached_by_design
 
-from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, AdaptedState
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks, TaskBatch, seed_for
 from viable_tf.training import Trainer
@@ -49,7 +49,13 @@ def test_shapes(make_learner):
     learner = make_learner()
     batch = _batch()
     state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
-    assert all(s.shape[0] == 6 for s in state)
+    assert isinstance(state, AdaptedState)
+    assert all(s.shape[0] == 6 for s in tf.nest.flatten(state))
+    # The parts by name: CAVIA and VIABLE adapt phi alone, MAML the network's weights.
+    if learner.adapts_context:
+        assert state.context.shape == (6, learner.context_dim) and not state.weights
+    else:
+        assert len(state.weights) == len(learner.network.params) and state.context is None
     assert learner.predict(state, batch.query_x).shape == (6, 10, 1)
     loss, metrics = learner.meta_loss(batch)
     assert loss.shape == () and np.isfinite(loss)
@@ -245,3 +251,21 @@ def test_feature_options_of_the_reproduction_study():
     assert no_loss.loss_network.kernel_first.shape == (3, 32)
     with pytest.raises(ValueError, match="input_scale must be > 0"):
         LEARNERS["simviable"](input_scale=0.0)
+
+
+def test_the_adapted_state_nests_by_its_parts():
+    weights, context, kernel, bias = (tf.fill([2, 3], float(v)) for v in range(4))
+    state = AdaptedState(context=context, weights=[weights], head=(kernel, bias))
+    assert [float(t[0, 0]) for t in tf.nest.flatten(state)] == [0, 1, 2, 3]  # w, phi, head
+    assert state.in_parts(["context"]) == [False, True, False, False]
+    doubled = tf.nest.map_structure(lambda t: 2 * t, state)
+    assert isinstance(doubled, AdaptedState) and float(doubled.head[1][0, 0]) == 6
+    assert state.replace(head=()).head == () and state.replace(head=()).context is context
+
+    @tf.function
+    def either(flag):  # both branches give the same structure (as the export's K = 0 one)
+        return tf.cond(flag, lambda: doubled, lambda: state)
+
+    chosen = either(tf.constant(True))
+    assert isinstance(chosen, AdaptedState) and float(chosen.context[0, 0]) == 2
+    assert AdaptedState(context=context).in_parts(["weights", "head"]) == [False]

@@ -235,7 +235,8 @@ def test_the_learner_contract(name):
     assert learner.method_name == name
     batch = _episodes()
     state = learner.adapt(*batch[:3])
-    assert [s.shape for s in state] == [(3, N, D), (3, N)]
+    assert [s.shape for s in state.head] == [(3, N, D), (3, N)]  # its decoded classifier
+    assert state.context is None and not state.weights
     logits = learner.predict(state, batch.query_x)
     assert logits.shape == (3, 3 * N, N)
     # K = 0: no class has a code, every class is equally (un)likely.
@@ -285,9 +286,10 @@ def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
     batch = _episodes(b=1)
     mask = batch.support_mask.numpy()
     mask[0, batch.support_y.numpy()[0] == 2] = False  # no real point of class 2
-    weights, class_bias = learner.adapt(batch.support_x, batch.support_y, tf.constant(mask))
+    state = learner.adapt(batch.support_x, batch.support_y, tf.constant(mask))
+    weights, class_bias = state.head
     np.testing.assert_array_equal(class_bias[0], [0, 0, EMPTY_CLASS_BIAS, 0])
-    probabilities = tf.nn.softmax(learner.predict([weights, class_bias], batch.query_x))
+    probabilities = tf.nn.softmax(learner.predict(state, batch.query_x))
     assert np.all(np.isfinite(weights)) and np.all(probabilities[..., 2] == 0)
 
 

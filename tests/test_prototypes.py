@@ -146,11 +146,15 @@ def test_the_inner_loop_adapts_what_the_learner_adapts(name):
     batch = _episodes()
     start = learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
     adapted = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
-    moved = [not np.allclose(a, s) for a, s in zip(adapted, start, strict=True)]
+    moved = [
+        not np.allclose(a, s)
+        for a, s in zip(tf.nest.flatten(adapted), tf.nest.flatten(start), strict=True)
+    ]
     if "maml" in name:  # every weight, the head included
         assert all(moved)
     else:  # CAVIA and VIABLE: phi only; the head as initialised from phi_0
         assert moved == [True, False, False] and not learner.adapts_context
+        assert learner.adapted_parts == ("context",)
 
 
 def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
@@ -159,8 +163,8 @@ def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
     mask = batch.support_mask.numpy()
     mask[0, batch.support_y.numpy()[0] == 3] = False  # task 0 has no real point of class 3
     state = learner.adapt(batch.support_x, batch.support_y, tf.constant(mask))
-    assert all(np.all(np.isfinite(s)) for s in state)
-    np.testing.assert_array_equal(state[2][0, 3], EMPTY_CLASS_BIAS)
+    assert all(np.all(np.isfinite(s)) for s in tf.nest.flatten(state))
+    np.testing.assert_array_equal(state.head[1][0, 3], EMPTY_CLASS_BIAS)
     logits = learner.predict(state, batch.query_x)
     probabilities = tf.nn.softmax(logits).numpy()
     assert np.all(np.isfinite(probabilities))
@@ -363,7 +367,7 @@ def test_the_context_scales_the_skipped_inputs_per_task():
         logits = learner.predict(state, batch.query_x)
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(batch.query_y, logits))
     start = learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
-    assert np.abs(state[0].numpy()).max() > 1e-3  # phi moved
+    assert np.abs(state.context.numpy()).max() > 1e-3  # phi moved
     assert np.abs(logits.numpy() - learner.predict(start, batch.query_x).numpy()).max() > 1e-4
     (grad,) = tape.gradient(loss, [learner.network.kernel_input_scale])
     assert grad is not None and np.abs(grad.numpy()).max() > 0

@@ -96,7 +96,7 @@ def test_grpc_predict_matches_the_model(client, model):
     outputs = client.predict(support_x, support_y, query_x, support_mask=mask)
     state = learner.adapt(support_x, support_y, mask)
     np.testing.assert_allclose(outputs["predictions"], learner.predict(state, query_x), atol=1e-5)
-    np.testing.assert_allclose(outputs["context"], state[0], atol=1e-5)
+    np.testing.assert_allclose(outputs["context"], state.context, atol=1e-5)
     # adapt once, query many times
     context = client.adapt(support_x, support_y, support_mask=mask)
     again = client.predict_with_context(context, query_x)

@@ -71,7 +71,7 @@ def main() -> None:
             logits = learner.predict(state, batch.support_x)
             task = tf.reduce_sum(learner.support_loss(state, *support))
             inner = tf.reduce_sum(learner.inner_loss(state, *support))
-        g_task, g_inner = tape.gradient(task, state[0]), tape.gradient(inner, state[0])
+        g_task, g_inner = tape.gradient(task, state.context), tape.gradient(inner, state.context)
         norms = tf.norm(g_task, axis=1) * tf.norm(g_inner, axis=1)
         cosine = tf.reduce_mean(tf.reduce_sum(g_task * g_inner, 1) / (norms + 1e-12))
         before = learner.predict(state, batch.query_x)

@@ -53,7 +53,7 @@ from viable_tf.export.layout import (
 from viable_tf.export.pngs import decode_pngs
 from viable_tf.export.warmup import WarmupInputs, warmup_requests
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import Learner
+from viable_tf.learners.base import AdaptedState, Learner
 
 
 class AdaptThenPredict(tf.Module):
@@ -244,7 +244,7 @@ class AdaptThenPredict(tf.Module):
         state = self._adapt_state(support_x, support_y, support_mask)
         outputs = self._outputs(self._predict_queries(state, query_x))
         if self.has_context:
-            outputs[sig.CONTEXT] = state[0]  # [B, C]
+            outputs[sig.CONTEXT] = state.context  # [B, C]
         return outputs
 
     def _serve_png(self, support_png, support_y, query_png):
@@ -261,13 +261,13 @@ class AdaptThenPredict(tf.Module):
 
     def _adapt_masked(self, support_x, support_y, support_mask):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
-        (context,) = self._adapt_state(support_x, support_y, support_mask)
-        return {sig.CONTEXT: context}  # [B, C]
+        state = self._adapt_state(support_x, support_y, support_mask)
+        return {sig.CONTEXT: state.context}  # [B, C]
 
     def _predict(self, context, query_x):
         context = tf.debugging.check_numerics(context, "context must be finite")
         query_x = self._check_query(query_x, tf.shape(context)[0])
-        return self._outputs(self._predict_queries([context], query_x))
+        return self._outputs(self._predict_queries(AdaptedState(context=context), query_x))
 
 
 def export_saved_model(

@@ -1,6 +1,6 @@
 """Meta-learners behind one contract: adapt, predict, meta-loss."""
 
-from viable_tf.learners.base import Learner
+from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.cavia import CAVIA
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
@@ -14,6 +14,7 @@ __all__ = [
     "MAML",
     "MAMLVIABLE",
     "VIABLE",
+    "AdaptedState",
     "Learner",
     "cross_entropy",
     "get_task_loss",

@@ -6,10 +6,12 @@ A learner adapts to a task from its support set and predicts on its query set:
     y_hat = learner.predict(state, query_x)
     loss, metrics = learner.meta_loss(batch)                    # outer objective
 
-The adapted `state` is a list of tensors with a leading task axis B: the context
-phi for CAVIA and VIABLE, the per-task weights for MAML. Subclasses define only
-`initial_state` and `predict`, and `inner_loss` where it is not the task loss; the
-inner loop (S steps of state <- state - alpha * d inner_loss / d state) is shared.
+The adapted `state` is an `AdaptedState`, read by name: the context phi for CAVIA and
+VIABLE, the per-task weights for MAML, a per-task output layer for the prototype head
+and LEO, each with a leading task axis B. Subclasses define only `initial_state` and
+`predict`, and `inner_loss` where it is not the task loss; the inner loop (S steps of
+state <- state - alpha * d inner_loss / d state over the parts in `adapted_parts`) is
+shared.
 
 Shape legend: B tasks, K support, Q query, D input dim, Y output dim.
 """
@@ -17,6 +19,7 @@ Shape legend: B tasks, K support, Q query, D input dim, Y output dim.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
@@ -25,7 +28,88 @@ from viable_tf.learners.task_losses import get_inner_loss, get_task_loss
 from viable_tf.ops import masked_mean
 from viable_tf.tasks.base import TaskBatch
 
-State = list[tf.Tensor]
+
+class AdaptedState:
+    """What a learner adapted for each task, by name; every tensor has a leading task
+    axis B, and a part the learner does not have is absent (None, or empty).
+
+    context: phi [B, C] (CAVIA, VIABLE; MAML with a context).
+    weights: per-task copies of the prediction network's weights, in the order of
+      `network.params` (MAML).
+    head: a per-task output layer: (kernel [B, H, N], bias [B, N]) for the prototype
+      head (learners/prototypes.py), LEO's decoded classifier (weights [B, N, D],
+      class bias [B, N]).
+
+    It nests (tf.nest, tf.cond) as its tensors, flat in the order `weights`, `context`,
+    `head`; iterating or indexing a state gives the same flat tensors (CAVIA's
+    `state[0]` is phi, MAML's `w, b = state` its two weights), the layout the state
+    had as a plain list, kept for code written against it.
+    """
+
+    __slots__ = ("context", "head", "weights")
+
+    def __init__(
+        self,
+        *,
+        context: tf.Tensor | None = None,
+        weights: Sequence[tf.Tensor] = (),
+        head: Sequence[tf.Tensor] = (),
+    ) -> None:
+        self.context = context
+        self.weights = tuple(weights)
+        self.head = tuple(head)
+
+    def replace(self, **parts) -> AdaptedState:
+        """A copy with the named parts replaced."""
+        fields = {"context": self.context, "weights": self.weights, "head": self.head}
+        return AdaptedState(**{**fields, **parts})
+
+    def tensors(self) -> list[tf.Tensor]:
+        """The state's tensors, flat: weights, context, head."""
+        context = [] if self.context is None else [self.context]
+        return [*self.weights, *context, *self.head]
+
+    def in_parts(self, names: Sequence[str]) -> list[bool]:
+        """For each of `tensors()`, whether it belongs to one of the parts `names`."""
+        context = [] if self.context is None else ["context" in names]
+        return [
+            *(["weights" in names] * len(self.weights)),
+            *context,
+            *(["head" in names] * len(self.head)),
+        ]
+
+    def __iter__(self):
+        return iter(self.tensors())
+
+    def __len__(self) -> int:
+        return len(self.tensors())
+
+    def __getitem__(self, index):
+        return self.tensors()[index]
+
+    def __repr__(self) -> str:
+        return (
+            f"AdaptedState(context={self.context!r}, weights={self.weights!r}, head={self.head!r})"
+        )
+
+    # tf.nest's protocol for a class of one's own (tensorflow/python/util/custom_nest_protocol.py):
+    # the metadata says which parts there are and how many tensors each holds.
+    def __tf_flatten__(self):
+        layout = (self.context is not None, len(self.weights), len(self.head))
+        return layout, tuple(self.tensors())
+
+    @classmethod
+    def __tf_unflatten__(cls, layout, tensors) -> AdaptedState:
+        has_context, num_weights, num_head = layout
+        tensors = list(tensors)
+        weights, tensors = tensors[:num_weights], tensors[num_weights:]
+        context = tensors.pop(0) if has_context else None
+        return cls(context=context, weights=weights, head=tensors[:num_head])
+
+
+State = AdaptedState
+#: The parts of an AdaptedState.
+STATE_PARTS = ("weights", "context", "head")
 
 
 class Learner(keras.layers.Layer, abc.ABC):
@@ -118,9 +202,10 @@ class Learner(keras.layers.Layer, abc.ABC):
         starts it from the support set (the prototype head does)."""
         return self.initial_state(tf.shape(support_x)[0])
 
-    #: Which entries of the state the inner loop steps (None: all of them); the others
-    #: stay as `start_state` made them (CAVIA's prototype head: stepped through phi only).
-    adapted_entries: tuple[bool, ...] | None = None
+    #: The parts of the state the inner loop steps (AdaptedState's field names); the
+    #: others stay as `start_state` made them (CAVIA's prototype head: stepped through
+    #: phi only).
+    adapted_parts: tuple[str, ...] = STATE_PARTS
 
     @abc.abstractmethod
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
@@ -166,17 +251,18 @@ class Learner(keras.layers.Layer, abc.ABC):
           The adapted state (and the inner losses if asked).
         """
         state = self.start_state(support_x, support_y, support_mask)
-        stepped = self.adapted_entries or (True,) * len(state)
+        stepped = state.in_parts(self.adapted_parts)  # per tensor of the state
 
         def with_adapted(adapted: list[tf.Tensor]) -> State:
-            """The state with its stepped entries replaced by `adapted`, in order."""
+            """The state with the tensors of its adapted parts replaced by `adapted`."""
             entries = iter(adapted)
-            return [next(entries) if step else s for s, step in zip(state, stepped, strict=True)]
+            tensors = [next(entries) if step else t for t, step in zip(state, stepped, strict=True)]
+            return tf.nest.pack_sequence_as(state, tensors)
 
         losses = []
         for _ in range(self.num_inner_steps):
             adapted, loss = self.inner_step(
-                [s for s, step in zip(state, stepped, strict=True) if step],
+                [t for t, step in zip(state, stepped, strict=True) if step],
                 lambda adapted: self.inner_loss(
                     with_adapted(adapted), support_x, support_y, support_mask
                 ),

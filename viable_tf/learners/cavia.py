@@ -2,8 +2,8 @@
 
 With `head='prototypes'` (classification) the output layer starts, per task, at the
 class means of the support features computed at phi_0 (learners/prototypes.py), and the
-inner loop adapts phi under that head: the state is [phi, kernel, bias], stepped
-through phi only.
+inner loop adapts phi under that head: the state holds phi and the head (kernel, bias),
+stepped through phi only.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import Learner, State
+from viable_tf.learners.base import AdaptedState, Learner, State
 from viable_tf.networks.prediction import PredictionNetwork
 
 
@@ -67,30 +67,29 @@ class CAVIA(Learner):
         self.prototype = prototypes.check_prototype(prototype)
         if self.head == "prototypes":
             self.adapts_context = False  # the adapted state holds the head too
-            self.adapted_entries = (True, False, False)
+            self.adapted_parts = ("context",)
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]
         if self.head == "linear":
-            return [context]
+            return AdaptedState(context=context)
         # No support set, no class means: every class is empty (uniform probabilities).
         kernel = tf.zeros(tf.stack([batch_size, self.network.feature_dim, self.output_dim]))
         bias = tf.fill(tf.stack([batch_size, self.output_dim]), prototypes.EMPTY_CLASS_BIAS)
-        return [context, kernel, bias]
+        return AdaptedState(context=context, head=(kernel, bias))
 
     def start_state(self, support_x, support_y, support_mask) -> State:
         if self.head == "linear":
             return self.initial_state(tf.shape(support_x)[0])
         context = tf.zeros(tf.stack([tf.shape(support_x)[0], self.context_dim]))  # phi_0
         features = self.network(support_x, context)  # [B, K, H]
-        kernel, bias = prototypes.prototype_head(
+        head = prototypes.prototype_head(
             features, support_y, support_mask, self.output_dim, self.prototype
         )
-        return [context, kernel, bias]
+        return AdaptedState(context=context, head=head)
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         if self.head == "linear":
-            (context,) = state
-            return self.network(x, context)
-        context, kernel, bias = state
-        return prototypes.apply_head(self.network(x, context), kernel, bias, self.temperature)
+            return self.network(x, state.context)
+        features = self.network(x, state.context)
+        return prototypes.apply_head(features, *state.head, self.temperature)

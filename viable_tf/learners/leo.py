@@ -52,7 +52,7 @@ import tensorflow as tf
 from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import Learner, State
+from viable_tf.learners.base import AdaptedState, Learner, State
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.ops import RNG_ALG, masked_mean
 from viable_tf.ops import uniform as stateless_uniform
@@ -119,8 +119,8 @@ def _check(name: str, value, low, *, inclusive: bool = True) -> None:
 @keras_configurable
 class LEO(Learner):
     """LEO: meta-learned encoder, relation network and decoder; adapts latent codes, then
-    the decoded classifier weights. The adapted state is [weights [B, N, D], class bias
-    [B, N]] (0 for a class with support points, EMPTY_CLASS_BIAS for one without)."""
+    the decoded classifier weights. The adapted state's head is (weights [B, N, D], class
+    bias [B, N]) (0 for a class with support points, EMPTY_CLASS_BIAS for one without)."""
 
     method_name = "leo"
     every_class_reason = "this model decodes each class's weights from its support points"
@@ -279,10 +279,11 @@ class LEO(Learner):
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """No support set: no class has a code, every class is empty (uniform)."""
         weights = tf.zeros(tf.stack([batch_size, self.output_dim, self.input_dim]))
-        return [weights, tf.fill(tf.stack([batch_size, self.output_dim]), EMPTY_CLASS_BIAS)]
+        class_bias = tf.fill(tf.stack([batch_size, self.output_dim]), EMPTY_CLASS_BIAS)
+        return AdaptedState(head=(weights, class_bias))
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
-        weights, class_bias = state
+        weights, class_bias = state.head
         return tf.einsum("bpd,bnd->bpn", self._dropout(x), weights) + class_bias[:, None, :]
 
     # -- the inner loop --------------------------------------------------------------
@@ -319,7 +320,9 @@ class LEO(Learner):
         for _ in range(self.num_latent_steps):
             latents, loss = self._step(
                 latents,
-                lambda z: self.latent_loss([self.decode(z), class_bias], *support),
+                lambda z: self.latent_loss(
+                    AdaptedState(head=(self.decode(z), class_bias)), *support
+                ),
                 self.latent_lr,
             )
             losses.append(loss)
@@ -327,14 +330,14 @@ class LEO(Learner):
         for _ in range(self.num_finetuning_steps):
             weights, loss = self._step(
                 weights,
-                lambda w: self.finetuning_loss([w, class_bias], *support),
+                lambda w: self.finetuning_loss(AdaptedState(head=(w, class_bias)), *support),
                 self.finetuning_lr_weights,
             )
             losses.append(loss)
         moved = tf.reduce_mean(tf.square(tf.stop_gradient(latents) - start), axis=-1)
         penalty = masked_mean(moved, real_class, axis=1)  # [B]
         stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
-        return [weights, class_bias], stacked, kl, penalty
+        return AdaptedState(head=(weights, class_bias)), stacked, kl, penalty
 
     def adapt(self, support_x, support_y, support_mask, *, return_inner_losses=False):
         state, losses, _, _ = self._adapt(support_x, support_y, support_mask)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import Learner, State
+from viable_tf.learners.base import AdaptedState, Learner, State
 from viable_tf.networks.prediction import PredictionNetwork
 
 
@@ -67,40 +67,36 @@ class MAML(Learner):
         self.prototype = prototypes.check_prototype(prototype)
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
-        """[per-task copies of theta, (phi), (head kernel, head bias)]."""
+        """Per-task copies of theta, (phi), (the head's kernel and bias)."""
         # theta copied per task: [B, *w.shape]; the tile keeps the meta-gradient path.
-        weights = [
+        weights = tuple(
             tf.tile(w[None], tf.concat([[batch_size], tf.ones([len(w.shape)], tf.int32)], 0))
             for w in self.network.params
-        ]
-        if self.context_dim:
-            weights.append(tf.zeros(tf.stack([batch_size, self.context_dim])))  # [B, C]
+        )
+        context = tf.zeros(tf.stack([batch_size, self.context_dim])) if self.context_dim else None
+        head = ()
         if self.head == "prototypes":  # no support set: every class empty (uniform)
-            size = [batch_size, self.network.feature_dim, self.output_dim]
-            weights.append(tf.zeros(tf.stack(size)))
+            kernel = tf.zeros(tf.stack([batch_size, self.network.feature_dim, self.output_dim]))
             bias = tf.fill(tf.stack([batch_size, self.output_dim]), prototypes.EMPTY_CLASS_BIAS)
-            weights.append(bias)
-        return weights
+            head = (kernel, bias)
+        return AdaptedState(context=context, weights=weights, head=head)
 
     def start_state(self, support_x, support_y, support_mask) -> State:
         state = self.initial_state(tf.shape(support_x)[0])
         if self.head == "linear":
             return state
-        context = state[-3] if self.context_dim else None
-        features = self.network.forward(self.network.params, support_x, context)  # [B, K, H]
-        kernel, bias = prototypes.prototype_head(
+        # The shared theta (not its per-task copies): [B, K, H].
+        features = self.network.forward(self.network.params, support_x, self._context(state))
+        head = prototypes.prototype_head(
             features, support_y, support_mask, self.output_dim, self.prototype
         )
-        return [*state[:-2], kernel, bias]
+        return state.replace(head=head)
+
+    def _context(self, state: State) -> tf.Tensor | None:
+        return state.context if self.context_dim else None
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
-        head = None
-        if self.head == "prototypes":
-            *state, kernel, bias = state
-            head = (kernel, bias)
-        if self.context_dim:
-            *weights, context = state
-            out = self.network.forward(weights, x, context)
-        else:
-            out = self.network.forward(state, x)
-        return out if head is None else prototypes.apply_head(out, *head, self.temperature)
+        out = self.network.forward(state.weights, x, self._context(state))
+        if self.head == "linear":
+            return out
+        return prototypes.apply_head(out, *state.head, self.temperature)

@@ -134,7 +134,7 @@ class LearnedInnerLoss:
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         if self.loss_network.include_inputs and self.pair_inputs != "x":
             # What the output layer sees, at the current state: h [B, K, H].
-            y_hat, inputs = self.network.call_with_penultimate(support_x, state[0])
+            y_hat, inputs = self.network.call_with_penultimate(support_x, state.context)
             if self.pair_inputs == "penultimate_stopped":
                 inputs = tf.stop_gradient(inputs)
         else:
