@@ -11,10 +11,10 @@ import tensorflow as tf
 from conftest import unreached_by_design
 from fake_leo import write_fake_leo
 
+from research.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
 from viable_tf.evaluation import test_protocol as protocol_for_test
-from viable_tf.experiments.split_gap import split_accuracies
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, MAML, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork

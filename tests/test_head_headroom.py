@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from fake_leo import write_fake_leo
 
-from viable_tf.experiments import head_headroom
+from research import head_headroom
 from viable_tf.tasks import TaskBatch
 
 N, K, V, H, B = 4, 2, 3, 6, 5

@@ -1,6 +1,6 @@
 """How much can adapting the classifier on the support set add to the class means?
 
-    python -m viable_tf.experiments.head_headroom --features=W/features \
+    python -m research.head_headroom --features=W/features \
         [--settings=5way1shot,20way1shot,5way5shot] [--episodes=1000] [--gin_param=...]
 
 On the frozen features that viable-omniglot writes (W/features), for fixed episodes of

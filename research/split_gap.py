@@ -1,6 +1,6 @@
 """How well do trained classification runs do on the classes they were meta-trained on?
 
-    python -m viable_tf.experiments.split_gap RUN_DIR [RUN_DIR ...] [--episodes 1000]
+    python -m research.split_gap RUN_DIR [RUN_DIR ...] [--episodes 1000]
         [--gin_param=...]
 
 For each run (written by viable-train on few-shot episodes), its best checkpoint is
