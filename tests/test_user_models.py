@@ -299,7 +299,9 @@ def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel
     assert not trainer.jit_compile  # oneDNN's convolutions (and MAML's per-task loop)
     convs = [layer for layer in learner.network.model.layers if "conv2d" in layer.name]
     films = [layer for layer in learner.network.model.layers if isinstance(layer, FiLM)]
-    assert len(convs) == 4 and len(films) == (0 if learner.method_name == "maml" else 4)
+    # FiLM wherever there is a context to adapt (MAML's, simVIABLE on MAML's: none).
+    assert len(convs) == 4 and len(films) == (4 if learner.context_dim else 0)
+    assert learner.head == ("prototypes" if "proto" in config else "linear")
     if "cavia_5way1shot" in config:  # one compiled chunk of real meta-updates
         ran, losses, *_ = trainer.train_chunk(tf.constant(2))
         assert int(ran) == 2 and np.isfinite(losses.numpy()).all()
