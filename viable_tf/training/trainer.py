@@ -14,11 +14,12 @@ returns the losses summed per 100 updates, so that summaries keep their points; 
 device, checkpoints are written from a snapshot on a thread of their own.
 
 This module wires the pieces, one concern each: the meta-gradient (meta_gradient.py:
-shares, passes, the all-reduce, clipping), the task stream (task_stream.py), early
-stopping, checkpoints (D/checkpoints/, D/best/; checkpoints.py), summaries and figures
-(summaries.py), errors (errors.py) and the settings' checks (settings.py). Under a
-tf.distribute strategy (distribute.py) the update equals the single-device one; only
-the chief writes checkpoints, summaries and results.
+shares, passes, the all-reduce, clipping), the task stream (task_stream.py), the
+chunk's loss summaries per segment (segments.py), early stopping, checkpoints
+(D/checkpoints/, D/best/; checkpoints.py), summaries and figures (summaries.py), errors
+(errors.py) and the settings' checks (settings.py). Under a tf.distribute strategy
+(distribute.py) the update equals the single-device one; only the chief writes
+checkpoints, summaries and results.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.training import errors, summaries
+from viable_tf.training import errors, segments, summaries
 from viable_tf.training.checkpoints import TrainingCheckpoints
 from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
@@ -298,29 +299,19 @@ class Trainer:
                 segment = self.step.read_value() // every - first_segment
                 batch = TaskBatch(*(t[i - start] for t in block))
                 loss, inner, counted = self._meta_update(batch)
-                point = tf.stack([loss, inner, 1.0, counted])
-                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [point])
+                row = segments.point(loss, inner, counted)
+                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [row])
                 first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
                 return i + 1, sums, first_bad
 
             return tf.while_loop(block_going, body, (i, sums, first_bad))
 
-        # A tiny carry: a buffer of every update's losses made XLA's loop copy it.
-        # Per segment: sums of losses and inner losses, updates, updates counted.
-        sums = tf.zeros([self.steps_per_call // self.summary_every + 2, 4])
+        sums = segments.empty_sums(self.steps_per_call // self.summary_every + 2)
         ran, sums, first_bad = tf.while_loop(
             keep_going, run_block, (tf.constant(0), sums, tf.constant(-1))
         )
-        # The learning rate after each segment's last update (iterations = updates).
-        counts = tf.cast(sums[:, 2], tf.int64)
-        ends = self.optimizer.iterations - tf.cast(ran, tf.int64) + tf.cumsum(counts)
-        rates = tf.cast(self.lr_schedule(ends), tf.float32)
-        # Updates that took the fallback count in no mean: the sums are rescaled so
-        # that sum / updates is the mean over the others (unchanged where all count).
-        updates, counted = sums[:, 2], sums[:, 3]
-        scale = updates / tf.maximum(counted, 1.0)
-        loss_sums, inner_sums = (
-            tf.where(counted == updates, sums[:, i], sums[:, i] * scale) for i in (0, 1)
+        loss_sums, inner_sums, updates, rates = segments.read_out(
+            sums, ran, self.optimizer.iterations, self.lr_schedule
         )
         return ran, loss_sums, inner_sums, updates, rates, first_bad
 
