@@ -179,3 +179,46 @@ def test_graph_functions_are_traced_without_autograph():
                 converted.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
     assert sites >= 8
     assert converted == []
+
+
+def _example(heading: str) -> str:
+    """The Python block under `heading` in docs/ARCHITECTURE.md."""
+    text = _read(os.path.join(REPO, "docs", "ARCHITECTURE.md"))
+    after = text[text.index(heading) :]
+    return after[after.index("```python") + len("```python") : after.index("```\n", 10)]
+
+
+def test_the_architecture_pages_examples_of_a_new_learner_and_head_work():
+    import gin
+    import numpy as np
+    import tensorflow as tf
+
+    from viable_tf.configurable import keras_configurable
+    from viable_tf.learners import CAVIA, AdaptedState, Head, Learner
+    from viable_tf.networks import PredictionNetwork
+    from viable_tf.tasks import SineTasks, seed_for
+
+    namespace = dict(
+        gin=gin,
+        tf=tf,
+        keras_configurable=keras_configurable,
+        AdaptedState=AdaptedState,
+        Head=Head,
+        Learner=Learner,
+        PredictionNetwork=PredictionNetwork,
+    )
+    with gin.unlock_config():
+        exec(_example("**Adding a learner**"), namespace)
+        exec(_example("**Adding a head**"), namespace)
+    batch = SineTasks(num_support=5).sample(seed_for(0, 0), 3)
+    learner = namespace["BiasOnly"](input_dim=1, output_dim=1, num_inner_steps=1, inner_lr=0.1)
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    assert state.weights[0].shape == (3, 1) and np.abs(state.weights[0].numpy()).max() > 0
+    loss, _ = learner.meta_loss(batch)
+    assert np.isfinite(loss.numpy())
+    cavia = CAVIA(input_dim=1, output_dim=1, head=namespace["NormalisedLinearHead"]())
+    assert "head_scale" in [v.name for v in cavia.trainable_variables]
+    with tf.GradientTape() as tape:
+        loss, _ = cavia.meta_loss(batch)
+    (grad,) = tape.gradient(loss, [v for v in cavia.trainable_variables if v.name == "head_scale"])
+    assert np.isfinite(loss.numpy()) and grad is not None

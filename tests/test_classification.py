@@ -195,7 +195,7 @@ def test_classification_config_builds_the_paper_models(config, config_data, tmp_
     learner = trainer.learner
     method, setting = os.path.basename(config).removesuffix(".gin").rsplit("_", 1)
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
-    assert learner.method_name == method and learner.head == "linear"
+    assert learner.method_name == method and learner.head.name == "linear"
     assert (trainer.tasks.num_ways, trainer.tasks.num_shots) == (ways, shots)
     assert (learner.input_dim, learner.output_dim) == (dim, ways)
     assert learner.task_loss_name == "cross_entropy" and learner.num_inner_steps == 2
@@ -236,7 +236,7 @@ def test_a_prototype_config_is_its_method_with_the_prototype_head(config, monkey
         }
     proto, plain = bindings.values()
     (extra,) = proto - plain
-    assert not plain - proto and extra.endswith(".head = 'prototypes'"), extra
+    assert not plain - proto and extra.endswith(".head = @PrototypeHead()"), extra
 
 
 def test_every_omniglot_prototype_config_has_its_cosine_form():
@@ -258,9 +258,9 @@ def test_a_cosine_config_is_its_prototype_config_on_normalised_skip_features(con
     extra = sorted(line.split(".", 1)[1] for line in cosine - proto)
     assert not proto - cosine
     assert extra == [
-        "head_temperature = 0.1",
         "normalize_features = True",
         "skip_inputs = True",
+        "temperature = 0.1",  # PrototypeHead's
     ], extra
 
 
@@ -273,7 +273,7 @@ def test_prototype_configs_build_and_train(config, config_data, tmp_path, monkey
     dim = 640 if "mini_imagenet" in config else 64
     parse_gin([config], [f"DATA_DIR={config_data[dim]!r}", "Trainer.show_progress=False"])
     trainer = Trainer(model_dir=str(tmp_path / "run"))
-    assert trainer.learner.head == "prototypes" and not trainer.learner.network.output_layer
+    assert trainer.learner.head.name == "prototypes" and not trainer.learner.network.output_layer
     ran, loss_sums, *_, first_bad = trainer.train_chunk(tf.constant(2))
     assert int(ran) == 2 and int(first_bad) == -1 and np.all(np.isfinite(loss_sums.numpy()))
 

@@ -221,11 +221,11 @@ def test_a_huber_inner_loss_bounds_an_outliers_pull_on_the_context():
     for inner in (None, "huber"):
         tf.keras.utils.set_random_seed(0)
         learner = CAVIA(input_dim=1, output_dim=1, inner_task_loss=inner)
-        (clean,) = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
-        (wild,) = learner.adapt(batch.support_x, tf.constant(far), batch.support_mask)
-        moved[inner] = np.abs(wild.numpy() - clean.numpy()).max()
+        clean = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        wild = learner.adapt(batch.support_x, tf.constant(far), batch.support_mask)
+        moved[inner] = np.abs(wild.context.numpy() - clean.context.numpy()).max()
         assert learner.hparams()["inner_task_loss"] == (inner or "mse")
-        assert learner.query_loss(batch, [clean]).shape == (8,)  # the MSE on the queries
+        assert learner.query_loss(batch, clean).shape == (8,)  # the MSE on the queries
     assert moved[None] > 100 * moved["huber"]
 
 

@@ -14,7 +14,7 @@ from serving_harness import RunningServer, model_config
 from serving.client import Client
 from serving.server import ServerOptions
 from viable_tf.export import export_saved_model
-from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, LinearHead, PrototypeHead
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import (
     AttentionLossNetwork,
@@ -401,7 +401,7 @@ def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     )
     with tf.GradientTape() as tape:
         loss, _ = warm.meta_loss(batch)
-    (grad,) = tape.gradient(loss, [warm.temperature])
+    (grad,) = tape.gradient(loss, [warm.head.temperature])
     assert grad is not None and float(grad) != 0.0
     # A softer softmax: the support loss is no longer saturated near 0 at the start.
     _, losses = warm.adapt(*batch[:3], return_inner_losses=True)
@@ -410,3 +410,48 @@ def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     )
     with pytest.raises(ValueError, match="head_temperature must be > 0, got 0"):
         CAVIA(head_temperature=0.0, **common)
+
+
+@pytest.mark.parametrize("name", ["cavia", "relviable", "maml"])
+def test_a_head_object_is_the_head_its_name_and_options_made(name):
+    """`head=PrototypeHead(...)` (gin: `@PrototypeHead()`) and the learner's own head
+    arguments give the same weights, by the same names, and the same logits."""
+    options = dict(temperature=0.5, learn_temperature=True, prototype="median")
+    by_name = _learner_with(
+        name, head="prototypes", head_temperature=0.5, learn_temperature=True, prototype="median"
+    )
+    by_object = _learner_with(name, head=PrototypeHead(**options))
+    batch = _episodes()
+    logits = [
+        learner.predict(learner.adapt(*batch[:3]), batch.query_x).numpy()
+        for learner in (by_name, by_object)
+    ]
+    np.testing.assert_array_equal(*logits)
+    names = [[v.name for v in learner.weights] for learner in (by_name, by_object)]
+    assert names[0] == names[1] and any("log_head_temperature" in n for n in names[0])
+    assert by_object.hparams() == by_name.hparams()
+    assert by_object.hparams()["head"] == "prototypes"
+    assert by_object.hparams()["prototype"] == "median"
+
+
+def test_a_head_object_takes_its_options_itself():
+    with pytest.raises(ValueError, match=r"give them to PrototypeHead\(...\)"):
+        _learner_with("cavia", head=PrototypeHead(), head_temperature=0.1)
+    with pytest.raises(ValueError, match="task_loss='cross_entropy'"):
+        CAVIA(input_dim=1, output_dim=1, head=PrototypeHead())
+    with pytest.raises(ValueError, match="head_temperature must be > 0"):
+        PrototypeHead(temperature=0.0)
+    plain = CAVIA(input_dim=1, output_dim=1, head=LinearHead())
+    assert plain.head.name == "linear" and plain.adapts_context and plain.every_class_reason is None
+
+
+def _learner_with(name, **head):
+    keras.utils.set_random_seed(4)
+    return PROTOTYPE_LEARNERS[name](
+        input_dim=D,
+        output_dim=N,
+        num_inner_steps=2,
+        task_loss="cross_entropy",
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+        **head,
+    )

@@ -315,7 +315,7 @@ def export_saved_model(
             "input_dim": learner.input_dim,
             "output_dim": learner.output_dim,
             "context_dim": learner.context_dim,
-            "head": learner.head,
+            "head": learner.head.name,
             "every_class": module.every_class_reason,
             "signatures": sorted(module.signatures()),
             **(metadata or {}),

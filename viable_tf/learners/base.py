@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from viable_tf.learners.heads import Head, LinearHead
 from viable_tf.learners.task_losses import get_inner_loss, get_task_loss
 from viable_tf.ops import masked_mean
 from viable_tf.tasks.base import TaskBatch
@@ -124,13 +125,9 @@ class Learner(keras.layers.Layer, abc.ABC):
     # not have it; a learner that has one sets it in its own constructor.
     #: C, the size of the task context phi the learner adapts (0: none).
     context_dim: int = 0
-    #: The output layer: 'linear' (the network's own) or 'prototypes' (per task, from the
-    #: support set's class prototypes; learners/prototypes.py).
-    head: str = "linear"
-    #: How the prototype head makes a class's prototype ('mean', 'median', 'weighted').
-    prototype: str = "mean"
-    #: The prototype head's temperature tau (a float, or log tau as a variable).
-    temperature: float | tf.Variable | None = None
+    #: The output layer (learners/heads.py): the network's own, or a per-task one such as
+    #: the prototype head, which owns its options (temperature, prototype).
+    head: Head = LinearHead()
     #: The prediction network f (None for a learner without one of its own, e.g. LEO).
     network: keras.layers.Layer | None = None
 
@@ -167,9 +164,7 @@ class Learner(keras.layers.Layer, abc.ABC):
     def every_class_reason(self) -> str | None:
         """Why the learner needs a real support point of every class in a task, or None
         where it does not (an export then refuses a support set that leaves one out)."""
-        if self.head == "prototypes":
-            return "this model's output layer starts at each class's support mean"
-        return None
+        return self.head.every_class_reason
 
     @property
     def is_classifier(self) -> bool:
@@ -186,9 +181,9 @@ class Learner(keras.layers.Layer, abc.ABC):
             "first_order": self.first_order,
             "init": getattr(self.network, "init", "custom"),  # a user's network has none
             "activation": "none",  # the loss network's; a fixed task loss has none
-            "head": self.head,
+            "head": self.head.name,
             "inner_task_loss": self.inner_task_loss_name or self.task_loss_name,
-            "prototype": self.prototype,
+            "prototype": self.head.prototype,
         }
 
     @abc.abstractmethod

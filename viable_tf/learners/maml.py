@@ -3,9 +3,10 @@
 Each task gets its own copy of the weights, with a leading task axis B, so one
 batched forward pass adapts all tasks at once.
 
-With `head='prototypes'` (classification, Proto-MAML) the output layer is not a
-meta-learned weight: per task it starts at the class means of the support features
-(learners/prototypes.py), and the inner loop adapts it with every other weight.
+Under a per-task head (`head=PrototypeHead()`, classification, Proto-MAML) the output
+layer is not a meta-learned weight: per task it starts at the class means of the
+support features (learners/heads.py), and the inner loop adapts it with every other
+weight.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.learners import prototypes
 from viable_tf.learners.base import AdaptedState, Learner, State
+from viable_tf.learners.heads import Head, build_network, make_head
 from viable_tf.networks.prediction import PredictionNetwork
 
 
@@ -37,7 +38,7 @@ class MAML(Learner):
         first_order: bool = False,
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
-        head: str = "linear",
+        head: str | Head = "linear",
         head_temperature: float = 1.0,
         learn_temperature: bool = False,
         prototype: str = "mean",
@@ -55,16 +56,15 @@ class MAML(Learner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.head, self.temperature, self.network = prototypes.head_and_network(
-            self,
-            network,
-            context_dim=context_dim,
-            head=head,
-            initial_temperature=head_temperature,
+        self.head = make_head(
+            head,
+            task_loss,
+            temperature=head_temperature,
             learn_temperature=learn_temperature,
+            prototype=prototype,
         )
-        # How the head's class prototypes are made from the support features.
-        self.prototype = prototypes.check_prototype(prototype)
+        self.head.build(self)  # its weights before the network's, as they always were
+        self.network = build_network(self, network, self.head)
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """Per-task copies of theta, (phi), (the head's kernel and bias)."""
@@ -74,21 +74,17 @@ class MAML(Learner):
             for w in self.network.params
         )
         context = tf.zeros(tf.stack([batch_size, self.context_dim])) if self.context_dim else None
-        head = ()
-        if self.head == "prototypes":  # no support set: every class empty (uniform)
-            kernel = tf.zeros(tf.stack([batch_size, self.network.feature_dim, self.output_dim]))
-            bias = tf.fill(tf.stack([batch_size, self.output_dim]), prototypes.EMPTY_CLASS_BIAS)
-            head = (kernel, bias)
+        head = self.head.empty(batch_size, self.network, self.output_dim)
         return AdaptedState(context=context, weights=weights, head=head)
 
     def start_state(self, support_x, support_y, support_mask) -> State:
         state = self.initial_state(tf.shape(support_x)[0])
-        if self.head == "linear":
-            return state
-        # The shared theta (not its per-task copies): [B, K, H].
-        features = self.network.forward(self.network.params, support_x, self._context(state))
-        head = prototypes.prototype_head(
-            features, support_y, support_mask, self.output_dim, self.prototype
+        head = self.head.start(
+            # The shared theta (not its per-task copies): [B, K, H].
+            lambda: self.network.forward(self.network.params, support_x, self._context(state)),
+            support_y,
+            support_mask,
+            self.output_dim,
         )
         return state.replace(head=head)
 
@@ -97,6 +93,4 @@ class MAML(Learner):
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         out = self.network.forward(state.weights, x, self._context(state))
-        if self.head == "linear":
-            return out
-        return prototypes.apply_head(out, *state.head, self.temperature)
+        return self.head.apply(out, state.head)

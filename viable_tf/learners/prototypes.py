@@ -10,10 +10,11 @@ points only, masks respected):
 
 so before any inner step the argmax is the nearest class mean (squared Euclidean). The
 meta-gradient flows through the means into the network. A learner chooses it with
-`head='prototypes'` (the paper's plain output layer is `head='linear'`, the default).
+`head=PrototypeHead()` (learners/heads.py; by name, `head='prototypes'`); the paper's
+plain output layer is the default.
 
-The logits may be divided by a temperature tau (`head_temperature`, default 1: the plain
-class-mean logits), meta-learned as log tau with `learn_temperature=True`. At one shot
+The logits may be divided by a temperature tau (`PrototypeHead.temperature`, default 1:
+the plain class-mean logits), meta-learned as log tau with `learn_temperature=True`. At one shot
 every support point is its class mean, the softmax over squared distances between class
 means is saturated and the support loss has almost no gradient (docs/omniglot/
 prototype_head.md); a larger tau gives the inner loop one again.
@@ -25,12 +26,8 @@ prototype-head model refuses such a request instead (signature.empty_class_messa
 
 from __future__ import annotations
 
-import math
-
-import keras
 import tensorflow as tf
 
-HEADS = ("linear", "prototypes")
 #: How a class's support features become its prototype: their mean (Proto-MAML), their
 #: geometric median, or their mean weighted by how alike each is to the others (the robust
 #: aggregations TraNFS compares, SPEC §8).
@@ -41,61 +38,9 @@ MEDIAN_EPSILON = 1e-6  # a distance below which a point's weight stops growing
 EMPTY_CLASS_BIAS = -1e9
 
 
-def head_temperature(learner, initial: float, learned: bool):
-    """The head's temperature: `initial`, or a meta-learned log tau starting at it."""
-    if not initial > 0:
-        raise ValueError(f"head_temperature must be > 0, got {initial}")
-    if not learned:
-        return float(initial)
-    return learner.add_weight(
-        shape=(),
-        initializer=keras.initializers.Constant(math.log(initial)),
-        name="log_head_temperature",
-    )
-
-
 def temperature_value(temperature) -> tf.Tensor | float:
     """tau from what head_temperature made (a float, or log tau as a variable)."""
     return temperature if isinstance(temperature, float) else tf.exp(temperature)
-
-
-def head_and_network(
-    learner,
-    network,
-    *,
-    context_dim: int,
-    head: str,
-    initial_temperature: float,
-    learn_temperature: bool,
-) -> tuple[str, float | tf.Variable | None, keras.layers.Layer]:
-    """A learner's (head, temperature, network), for its constructor to keep: the head
-    checked, the prototype head's tau (None for the plain output layer; a learned one a
-    weight of `learner`) and `network(...)` with its output layer, or without it (its
-    last hidden layer then feeds the per-task prototype head). CAVIA's and MAML's
-    constructors share it; tau is created before the network's weights, as it always was."""
-    head = check_head(head, learner.task_loss_name)
-    prototype = head == "prototypes"
-    temperature = (
-        head_temperature(learner, initial_temperature, learn_temperature) if prototype else None
-    )
-    built = network(
-        input_dim=learner.input_dim,
-        output_dim=learner.output_dim,
-        context_dim=context_dim,
-        **({"output_layer": False} if prototype else {}),
-    )
-    return head, temperature, built
-
-
-def check_head(head: str, task_loss: str) -> str:
-    if head not in HEADS:
-        raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
-    if head == "prototypes" and task_loss != "cross_entropy":
-        raise ValueError(
-            f"head='prototypes' is a classifier's output layer (class means); "
-            f"it needs task_loss='cross_entropy', got {task_loss!r}"
-        )
-    return head
 
 
 def class_members(

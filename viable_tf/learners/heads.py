@@ -1,0 +1,195 @@
+"""A classifier's output layer, as an object a learner holds: the prediction network's own
+(`LinearHead`, the paper's) or one made per task from the support set (`PrototypeHead`,
+learners/prototypes.py). CAVIA, MAML and VIABLE on them hold no head branches: they ask
+their head for the network they need, for its per-task part of the adapted state
+(`AdaptedState.head`) and for the logits.
+
+Chosen in gin by reference:
+
+    CAVIA.head = @PrototypeHead()
+    PrototypeHead.temperature = 0.1        # and learn_temperature, prototype
+
+A head is plain Python, not a Keras layer: a weight it has (a learned temperature) is
+the learner's (`build`), so checkpoints and the order in which weights are created are
+those of the learner with the head's options as its own arguments, which the learners
+still take for configs written so (`head='prototypes'`, `head_temperature=...`).
+
+Adding a head: subclass `Head`, say whether the network keeps its output layer, and give
+`empty` (the state with no support set), `start` (from the support set's features) and
+`apply` (features and the per-task state to logits).
+
+Shape legend: B tasks, K support points, P points, H features, N classes.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable
+
+import gin
+import keras
+import tensorflow as tf
+
+from viable_tf.learners import prototypes
+
+
+class Head(abc.ABC):
+    """The output layer of a learner's predictions."""
+
+    #: The name in results and HParams ('linear', 'prototypes').
+    name: str = ""
+    #: Whether the network keeps its own output layer (False: it ends at its last
+    #: hidden layer, whose features this head maps to logits).
+    network_output_layer: bool = True
+    #: Whether the head has a per-task part of the adapted state (made from the support
+    #: set); a learner then adapts more than its context.
+    per_task: bool = False
+    #: How a class's prototype is made (a prototype head's; 'mean' for any other).
+    prototype: str = "mean"
+    #: tau, the logits' divisor: a float, or log tau as the learner's weight (None: none).
+    temperature: float | tf.Variable | None = None
+    #: Why a task needs a real support point of every class, or None.
+    every_class_reason: str | None = None
+
+    def check(self, task_loss: str) -> None:
+        """Raises ValueError where the head does not fit the learner's task loss (any
+        fits, unless a head says otherwise)."""
+        return None
+
+    def build(self, learner: keras.layers.Layer) -> None:
+        """Creates the head's weights on `learner` (before the network's): none, unless a
+        head says otherwise."""
+        return None
+
+    def empty(self, batch_size: tf.Tensor, network, num_classes: int) -> tuple[tf.Tensor, ...]:
+        """The per-task state with no support set."""
+        return ()
+
+    def start(
+        self,
+        features: Callable[[], tf.Tensor],
+        support_y: tf.Tensor,
+        support_mask: tf.Tensor,
+        num_classes: int,
+    ) -> tuple[tf.Tensor, ...]:
+        """The per-task state a task's inner loop starts from; `features()` gives the
+        support set's features [B, K, H] (called only by a head that needs them)."""
+        return ()
+
+    @abc.abstractmethod
+    def apply(self, outputs: tf.Tensor, state: tuple[tf.Tensor, ...]) -> tf.Tensor:
+        """The network's outputs [B, P, ...] and the per-task state -> predictions."""
+
+
+@gin.configurable
+class LinearHead(Head):
+    """The prediction network's own output layer, meta-learned with it (the paper's)."""
+
+    name = "linear"
+
+    def apply(self, outputs, state):
+        return outputs
+
+
+@gin.configurable
+class PrototypeHead(Head):
+    """An output layer that starts, per task, at the support set's class prototypes in the
+    network's feature space (Proto-MAML; learners/prototypes.py): w_c = 2 mu_c,
+    b_c = -||mu_c||^2, logits / tau.
+
+    Args:
+      temperature: tau, the logits' divisor (1: the plain class-mean logits).
+      learn_temperature: meta-learn log tau from `temperature`.
+      prototype: how a class's support features make its prototype ('mean', 'median',
+        'weighted'; prototypes.PROTOTYPES).
+    """
+
+    name = "prototypes"
+    network_output_layer = False
+    per_task = True
+    every_class_reason = "this model's output layer starts at each class's support mean"
+
+    def __init__(
+        self, temperature: float = 1.0, learn_temperature: bool = False, prototype: str = "mean"
+    ) -> None:
+        if not temperature > 0:
+            raise ValueError(f"head_temperature must be > 0, got {temperature}")
+        self.initial_temperature = float(temperature)
+        self.learn_temperature = learn_temperature
+        self.prototype = prototypes.check_prototype(prototype)
+        self.temperature = self.initial_temperature  # log tau, a weight, once built
+
+    def check(self, task_loss: str) -> None:
+        if task_loss != "cross_entropy":
+            raise ValueError(
+                f"head='prototypes' is a classifier's output layer (class means); "
+                f"it needs task_loss='cross_entropy', got {task_loss!r}"
+            )
+
+    def build(self, learner) -> None:
+        if self.learn_temperature:
+            self.temperature = learner.add_weight(
+                shape=(),
+                initializer=keras.initializers.Constant(math.log(self.initial_temperature)),
+                name="log_head_temperature",
+            )
+
+    def empty(self, batch_size, network, num_classes):
+        # No support set, no class means: every class is empty (uniform probabilities).
+        kernel = tf.zeros(tf.stack([batch_size, network.feature_dim, num_classes]))
+        bias = tf.fill(tf.stack([batch_size, num_classes]), prototypes.EMPTY_CLASS_BIAS)
+        return (kernel, bias)
+
+    def start(self, features, support_y, support_mask, num_classes):
+        return prototypes.prototype_head(
+            features(), support_y, support_mask, num_classes, self.prototype
+        )
+
+    def apply(self, outputs, state):
+        kernel, bias = state
+        return prototypes.apply_head(outputs, kernel, bias, self.temperature)
+
+
+#: A head by the name the learners' `head` argument takes.
+HEADS: dict[str, type[Head]] = {"linear": LinearHead, "prototypes": PrototypeHead}
+
+
+def make_head(
+    head: str | Head,
+    task_loss: str,
+    *,
+    temperature: float = 1.0,
+    learn_temperature: bool = False,
+    prototype: str = "mean",
+) -> Head:
+    """A learner's head: `head` itself, or the one its name says with the learner's own
+    head arguments (configs written before heads were objects); checked against the task
+    loss. A head object takes its options itself: they are refused beside it."""
+    if isinstance(head, Head):
+        given = (temperature, learn_temperature, prototype) != (1.0, False, "mean")
+        if given:
+            raise ValueError(
+                "head_temperature, learn_temperature and prototype belong to the head: "
+                f"give them to {type(head).__name__}(...)"
+            )
+    elif head not in HEADS:
+        raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
+    elif head == "prototypes":
+        head = PrototypeHead(temperature, learn_temperature, prototype)
+    else:
+        prototypes.check_prototype(prototype)
+        head = LinearHead()
+    head.check(task_loss)
+    return head
+
+
+def build_network(learner, network, head: Head):
+    """`network(...)` for `learner`, with its output layer or without it (its last hidden
+    layer then feeds the head)."""
+    return network(
+        input_dim=learner.input_dim,
+        output_dim=learner.output_dim,
+        context_dim=learner.context_dim,
+        **({} if head.network_output_layer else {"output_layer": False}),
+    )
