@@ -11,6 +11,7 @@ import tensorflow as tf
 from conftest import unreached_by_design
 from fake_leo import write_fake_leo
 
+from research.adaptation_gain import adaptation_gain
 from research.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
@@ -134,6 +135,12 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     assert splits["test"][0].mean == pytest.approx(record["mean"], abs=1e-6)
     for accuracy, nearest_mean in splits.values():
         assert accuracy.num_tasks == 200 and 0 < accuracy.mean <= 1 and 0 < nearest_mean.mean <= 1
+    # The adaptation probe: the adapted accuracy on the same episodes is the test's; CAVIA
+    # descends the task loss itself, so its first step is the task's (cosine 1).
+    gain = adaptation_gain(str(tmp_path), 200, (f"DATA_DIR={leo_root!r}",))
+    assert gain["after"].mean() == pytest.approx(record["mean"], abs=1e-6)
+    np.testing.assert_allclose(gain["gain"], gain["after"] - gain["before"])
+    np.testing.assert_allclose(gain["cosine"], 1.0, atol=1e-4)
 
 
 ALL_CLASSIFICATION_CONFIGS = sorted(
