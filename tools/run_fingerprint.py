@@ -1,6 +1,7 @@
 """A run's fingerprint, to show that a refactor changed nothing a user can observe.
 
     python tools/run_fingerprint.py RUN_DIR EXPORT_BASE > fingerprint.json
+    python tools/run_fingerprint.py RUN_DIR - > fingerprint.json   # no export (a classifier's)
 
 Prints, as JSON: every TensorBoard scalar (tag, step, float32 bits) and image (tag,
 step, SHA-256 of the PNG) of RUN_DIR's event files, except the wall-clock rate
@@ -129,7 +130,7 @@ def main() -> None:
                 "results": results(run_dir),
                 "operative_config": config,
                 "checkpoints": checkpoints(run_dir),
-                "export": export(export_base),
+                "export": None if export_base == "-" else export(export_base),
             },
             indent=1,
             sort_keys=True,
