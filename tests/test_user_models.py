@@ -4,7 +4,9 @@ served request; the functional MAML path against the built-in one; the refusals.
 
 import glob
 import os
+import re
 
+import gin
 import keras
 import numpy as np
 import pytest
@@ -282,16 +284,18 @@ def test_a_model_that_does_not_fit_is_refused_with_one_line():
         )
 
 
-@pytest.mark.parametrize(
-    "config",
-    sorted(
-        os.path.relpath(p, REPO)
-        for p in glob.glob(os.path.join(REPO, "gin", "omniglot_conv", "*shot.gin"))
-    ),
+END_TO_END_CONFIGS = sorted(
+    os.path.relpath(p, REPO)
+    for p in glob.glob(os.path.join(REPO, "gin", "omniglot_conv", "*shot.gin"))
 )
+
+
+@pytest.mark.parametrize("config", [c for c in END_TO_END_CONFIGS if "5way1shot" in c])
 def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel_data, tmp_path):
     """gin/omniglot_conv/: the frozen-feature configs with the conv-FiLM network on 28 x 28
-    images (the LEO-format files the tests write, 784 numbers per image)."""
+    images (the LEO-format files the tests write, 784 numbers per image). Each method's
+    5-way 1-shot config is built; its other settings differ from it by the frozen-feature
+    config they include (each built in test_classification) and are checked below."""
     parse_gin([config], [f"DATA_DIR={pixel_data!r}", "Trainer.show_progress=False"])
     trainer = Trainer(model_dir=str(tmp_path / "run"))
     learner = trainer.learner
@@ -305,6 +309,23 @@ def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel
     if "cavia_5way1shot" in config:  # one compiled chunk of real meta-updates
         ran, losses, *_ = trainer.train_chunk(tf.constant(2))
         assert int(ran) == 2 and np.isfinite(losses.numpy()).all()
+
+
+@pytest.mark.parametrize("config", [c for c in END_TO_END_CONFIGS if "5way1shot" not in c])
+def test_every_end_to_end_setting_is_its_5way1shot_config_at_other_ways_and_shots(config):
+    """The same bindings as the method's 5-way 1-shot config but the episode's ways and
+    shots (and the include that sets them)."""
+    bindings = {}
+    for name in (config, re.sub(r"_\d+way\d+shot", "_5way1shot", config)):
+        parse_gin([name], [])
+        bindings[name] = {
+            line for line in gin.config_str().splitlines() if line and not line.startswith("#")
+        }
+    other, base = bindings.values()
+    ways, shots = re.search(r"_(\d+)way(\d+)shot", config).groups()
+    expected = {f"NUM_SHOTS = {shots}", f"NUM_WAYS = {ways}"} - base
+    assert {line for line in other - base if line.startswith("NUM_")} == expected
+    assert not {line for line in other ^ base if not line.startswith("NUM_")}
 
 
 @pytest.mark.parametrize(
