@@ -230,3 +230,26 @@ def test_bfloat16_is_refused_where_the_kernels_cannot_run_it(monkeypatch, flags,
         assert reason is None
     else:
         assert refused in reason and "compute_dtype='float32'" in reason
+
+
+def test_the_prediction_network_reads_its_weights_by_name():
+    net = PredictionNetwork(
+        input_dim=3,
+        output_dim=2,
+        context_dim=2,
+        hidden_units=(4,),
+        output_layer=False,
+        skip_inputs=True,
+        context_scales_inputs=True,
+    )
+    assert net.param_names == (
+        "kernel_x",
+        "kernel_context",
+        "bias_0",
+        "feature_scale",
+        "kernel_input_scale",
+    )
+    assert [w.name for w in net.params] == list(net.param_names)
+    assert net.named(net.params)["kernel_input_scale"] is net.kernel_input_scale
+    with pytest.raises(ValueError, match="expected 5 weights, got 4"):
+        net.forward(net.params[:-1], tf.zeros([1, 2, 3]), tf.zeros([1, 2]))

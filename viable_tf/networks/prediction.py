@@ -74,7 +74,8 @@ class PredictionNetwork(keras.layers.Layer):
     `kernel_x` [D, H], `kernel_context` [C, H] (only if C > 0), `bias` [H]; then a
     `kernel` [H, H'] and `bias` [H'] per further layer, the last one to Y outputs;
     then `feature_scale` [1] (`skip_inputs`) and `kernel_input_scale` [C, D]
-    (`context_scales_inputs`).
+    (`context_scales_inputs`). `param_names` names them in that order, and `forward`
+    reads a list of them by name (`named`).
     """
 
     def __init__(
@@ -205,6 +206,19 @@ class PredictionNetwork(keras.layers.Layer):
         """The weights theta, in `forward`'s order."""
         return [getattr(self, name) for name in self._param_names]
 
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The names of `params`, in order (kernel_x, kernel_context, bias_0, kernel_1, ...)."""
+        return tuple(self._param_names)
+
+    def named(self, params: Sequence[tf.Tensor]) -> dict[str, tf.Tensor]:
+        """A list of weights in `params`' order (the variables, or per-task copies of
+        them) by name."""
+        params = list(params)
+        if len(params) != len(self._param_names):
+            raise ValueError(f"expected {len(self._param_names)} weights, got {len(params)}")
+        return dict(zip(self._param_names, params, strict=True))
+
     def call(self, x: tf.Tensor, context: tf.Tensor | None = None) -> tf.Tensor:
         """x [B, P, D], context [B, C] -> y_hat [B, P, Y]."""
         return self.forward(self.params, x, context)
@@ -222,29 +236,28 @@ class PredictionNetwork(keras.layers.Layer):
           float32 [B, P, Y]; [B, P, H] (the last hidden layer, after its ReLU) for a
           network built without its output layer.
         """
-        params = list(params)
-        input_scale = params.pop() if self.context_scales_inputs else None  # [C, D] or [B, C, D]
-        scale = params.pop() if self.skip_inputs else None  # [1] or per task [B, 1]
-        h = _dense(x, params.pop(0))  # [B, P, H]
+        w = self.named(params)  # the weights by name
+        h = _dense(x, w["kernel_x"])  # [B, P, H]
         if self.context_dim:
             if context is None:
                 raise ValueError(f"context [B, {self.context_dim}] is required")
-            kernel_context = params.pop(0)
+            kernel_context = w["kernel_context"]
             if len(kernel_context.shape) == 2:
                 context_term = tf.matmul(context, kernel_context)  # [B, H]
             else:
                 context_term = tf.einsum("bc,bch->bh", context, kernel_context)  # [B, H]
             h += context_term[:, None, :]  # [B, P, H]
-        h = _add_bias(h, params.pop(0))
-        for _ in self.hidden_units[: None if self.output_layer else -1]:
+        h = _add_bias(h, w["bias_0"])
+        for i in range(1, len(self.hidden_units) + int(self.output_layer)):
             h = ops.relu(h)
-            kernel, bias = params.pop(0), params.pop(0)
-            h = _add_bias(_dense(h, kernel), bias)
+            h = _add_bias(_dense(h, w[f"kernel_{i}"]), w[f"bias_{i}"])
         if not self.output_layer:
             h = ops.relu(h)  # [B, P, H]
-        if scale is not None:
+        if self.skip_inputs:
+            scale = w["feature_scale"]  # [1] or per task [B, 1]
             scale = scale if len(scale.shape) == 1 else scale[:, None, :]
-            if input_scale is not None:
+            if self.context_scales_inputs:
+                input_scale = w["kernel_input_scale"]  # [C, D] or [B, C, D]
                 if len(input_scale.shape) == 2:
                     gamma = 1.0 + tf.matmul(context, input_scale)  # [B, D]
                 else:
