@@ -280,7 +280,7 @@ class RelationLossNetwork(_LossNetwork):
         # The layers run on the pairs as rows [B*K*K, H]: the same numbers, but the
         # bias gradients then reduce a 2-D tensor over its rows, which XLA's CPU
         # backend does ~10x faster than the same sum over three axes of [B, K, K, H]
-        # (docs/BENCHMARKS.md, 'where the tanh chunk's time went').
+        # (docs/history/speed_2026-11.md, 'where the tanh chunk's time went').
         rows = tf.reshape(pairs, [-1, pairs.shape[-1]]) + bias
         return tf.reshape(self._tail(rows), tf.shape(pairs)[:-1])  # [B, K, K]
 
