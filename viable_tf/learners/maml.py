@@ -81,16 +81,13 @@ class MAML(Learner):
         state = self.initial_state(tf.shape(support_x)[0])
         head = self.head.start(
             # The shared theta (not its per-task copies): [B, K, H].
-            lambda: self.network.forward(self.network.params, support_x, self._context(state)),
+            lambda: self.network.forward(self.network.params, support_x, state.context),
             support_y,
             support_mask,
             self.output_dim,
         )
         return state.replace(head=head)
 
-    def _context(self, state: State) -> tf.Tensor | None:
-        return state.context if self.context_dim else None
-
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
-        out = self.network.forward(state.weights, x, self._context(state))
+        out = self.network.forward(state.weights, x, state.context)  # phi, or None
         return self.head.apply(out, state.head)
