@@ -59,8 +59,11 @@ def adaptation_gain(model_dir: str, episodes: int, gin_params: tuple[str, ...]) 
 
 
 def _cell(values: np.ndarray, scale: float = 100.0, digits: int = 1) -> str:
-    ci = 1.96 * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
-    return f"{scale * values.mean():.{digits}f} ± {scale * ci:.{digits}f}"
+    """mean ± the 95% CI's half-width, as the evaluations report them."""
+    from viable_tf.evaluation.statistics import mean_confidence_interval
+
+    mean, ci, _ = mean_confidence_interval(values)
+    return f"{scale * mean:.{digits}f} ± {scale * ci:.{digits}f}"
 
 
 def main() -> None:
