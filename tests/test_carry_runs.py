@@ -1,0 +1,76 @@
+"""tools/carry_runs.py: a run carried to a new work directory resumes to the state of
+an uninterrupted one."""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+from conftest import checkpoint_values
+
+from viable_tf.learners import CAVIA
+from viable_tf.tasks import SineTasks
+from viable_tf.training import Trainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location(
+        "carry_runs", os.path.join(REPO, "tools", "carry_runs.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _train(model_dir, num_steps):
+    Trainer(
+        model_dir=str(model_dir),
+        tasks=SineTasks(),
+        learner=CAVIA,
+        num_steps=num_steps,
+        eval_every=50,
+        steps_per_call=25,
+        figure_every=0,
+        keep_checkpoints=3,
+        show_progress=False,
+    ).train()
+
+
+def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
+    carry = _tool()
+    _train(tmp_path / "straight" / "runs" / "cavia", 200)
+    first = tmp_path / "machine_1"
+    _train(first / "runs" / "cavia", 100)
+    (first / "runs" / "empty").mkdir()  # started, no checkpoint yet: carried as it is
+
+    manifest = carry.save(str(first), str(tmp_path / "carried"), commit="abc1234")
+    assert manifest["cavia"]["step"] == 100 and not manifest["cavia"]["finished"]
+    assert manifest["empty"]["step"] == 0
+    carried = tmp_path / "carried" / "cavia"
+    # The latest checkpoint only, and a record naming it alone.
+    assert sorted(p.name for p in (carried / "checkpoints").iterdir() if "ckpt" in p.name) == [
+        "ckpt-100.data-00000-of-00002",
+        "ckpt-100.data-00001-of-00002",
+        "ckpt-100.index",
+    ]
+    assert (carried / "checkpoints" / "wall_clock.json").exists()
+    assert (carried / "best" / "checkpoint").exists()
+    assert any(p.name.startswith("events.out") for p in carried.iterdir())
+    on_disk = json.loads((tmp_path / "carried" / "MANIFEST.json").read_text())
+    assert on_disk["cavia"]["commit"] == "abc1234"
+
+    second = tmp_path / "machine_2"
+    assert carry.restore(str(second), str(tmp_path / "carried")) == ["cavia", "empty"]
+    assert carry.restore(str(second), str(tmp_path / "carried")) == []  # already there
+    _train(second / "runs" / "cavia", 200)
+
+    straight = checkpoint_values(str(tmp_path / "straight/runs/cavia/checkpoints/ckpt-200"))
+    resumed = checkpoint_values(str(second / "runs/cavia/checkpoints/ckpt-200"))
+    assert straight.keys() == resumed.keys()
+    for name, value in straight.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    # A run further along where it is restored to is left alone.
+    assert carry.restore(str(second), str(tmp_path / "carried")) == []
+    assert carry.step_of(str(second / "runs" / "cavia")) == 200
