@@ -503,3 +503,30 @@ def test_figure_worker_draws_in_a_child_process_and_reports_its_errors():
 class _Local:  # defined in a test module, which the child cannot import
     def __call__(self):
         return b""
+
+
+def test_a_runs_own_trigger_runs_at_its_interval_after_the_periodic_jobs(tmp_path):
+    from viable_tf.training.triggers import FunctionTrigger, chunk_end
+
+    trainer = _trainer(tmp_path, num_steps=200, eval_every=100, steps_per_call=50)
+    seen = []
+
+    def record(step):
+        seen.append(
+            (step, int(trainer.step.numpy()), int(trainer.early_stopping.best_step.numpy()))
+        )
+
+    trainer.train(triggers=[FunctionTrigger(40, record)])
+    # Chunks end at every multiple of 40 as well as of 100, and at the last step; the
+    # first validation (at 100, the best so far) comes before the trigger at 120.
+    assert [(s, at) for s, at, _ in seen] == [
+        (40, 40),
+        (80, 80),
+        (120, 120),
+        (160, 160),
+        (200, 200),
+    ]
+    assert [best for *_, best in seen[:3]] == [-1, -1, 100]
+    assert chunk_end(0, 200, 50, [FunctionTrigger(100, print), FunctionTrigger(30, print)]) == 30
+    assert chunk_end(190, 200, 50, [FunctionTrigger(100, print)]) == 200
+    assert chunk_end(120, 1000, 50, [FunctionTrigger(500, print)]) == 170

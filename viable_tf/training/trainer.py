@@ -8,39 +8,38 @@ state of an uninterrupted run. The tasks of several meta-updates are drawn
 together, ahead of the loop that uses them (`draw_ahead`): drawn inside the loop's
 body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md).
 
-Around the compiled chunks the loop does as little as it can on the training
-thread: a call of the compiled function runs up to a validation (500 updates) and
-returns the losses summed per 100 updates, so that summaries keep their points; on one
-device, checkpoints are written from a snapshot on a thread of their own.
+Around the compiled chunks, the Python loop (loop.py) does as little as it can on the
+training thread: a call of the compiled function runs up to the next step a periodic
+job is due at (a validation: 500 updates) and returns the losses summed per 100
+updates, so that summaries keep their points; the periodic jobs are triggers
+(triggers.py) run between chunks; on one device, checkpoints are written from a
+snapshot on a thread of their own.
 
 This module wires the pieces, one concern each: the meta-gradient (meta_gradient.py:
-shares, passes, the all-reduce, clipping), the task stream (task_stream.py), the
-chunk's loss summaries per segment (segments.py), early stopping, checkpoints
-(D/checkpoints/, D/best/; checkpoints.py), summaries and figures (summaries.py), errors
-(errors.py) and the settings' checks (settings.py). Under a tf.distribute strategy
+shares, passes, the all-reduce, clipping), the task stream (task_stream.py), the loop
+and its triggers (loop.py, triggers.py), the chunk's loss summaries per segment
+(segments.py), early stopping, checkpoints (D/checkpoints/, D/best/; checkpoints.py),
+summaries and figures (summaries.py), errors (errors.py) and the settings' checks
+(settings.py). Under a tf.distribute strategy
 (distribute.py) the update equals the single-device one; only the chief writes
 checkpoints, summaries and results.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import sys
-import time
+from collections.abc import Sequence
 
 import gin
 import keras
-import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from viable_tf.evaluation.protocols import figures, validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.training import errors, segments, summaries
+from viable_tf.training import loop, segments, summaries
 from viable_tf.training.checkpoints import TrainingCheckpoints
 from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
@@ -61,6 +60,7 @@ from viable_tf.training.settings import (
     faster_with_xla,
 )
 from viable_tf.training.task_stream import draw_block, tasks_ahead
+from viable_tf.training.triggers import Figures, Flush, FunctionTrigger, Trigger, Validation
 
 __all__ = ["NonFiniteLossError", "Trainer", "WorkerLostError", "gradients_in_passes"]
 
@@ -102,7 +102,8 @@ class Trainer:
         XLA where a meta-gradient measured at start-up runs faster so (logged). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
-      figure_every: log a figure of adapted fits every this many meta-updates (0: never).
+      figure_every: log a figure of adapted fits at the validations that fall on a
+        multiple of this (0: never).
       keep_checkpoints: how many latest checkpoints to keep.
       checkpoint_in_background: write checkpoints from a snapshot on a thread of their
         own (one device only; checkpoints.py), not on the training thread.
@@ -204,7 +205,6 @@ class Trainer:
             keep=keep_checkpoints,
             background=checkpoint_in_background and not distributed,
         )
-        self._figures: summaries.FigureWriter | None = None  # while train() runs
         self.summaries = summaries.TrainingSummaries(
             model_dir, chief=self.chief, metric=self.validate.metric
         )
@@ -322,69 +322,33 @@ class Trainer:
         self.checkpoints.restore()
         return int(self.step.numpy())
 
-    def train(self) -> None:
-        """Meta-trains up to `num_steps` (resuming if a checkpoint exists)."""
-        step = self.restore()
-        if step and self.chief:
-            print(
-                f"resuming from {self.model_dir}/checkpoints at meta-update {step} "
-                f"of {self.num_steps}",
-                file=sys.stderr,
-                flush=True,
+    def default_triggers(self, figure_writer: summaries.FigureWriter, writer) -> list[Trigger]:
+        """The trainer's periodic jobs, in the order they run."""
+        jobs: list[Trigger] = [
+            Validation(
+                self.eval_every,
+                validate=self.validate,
+                learner=self.learner,
+                early_stopping=self.early_stopping,
+                checkpoints=self.checkpoints,
+                summaries=self.summaries,
+                fallback_updates=self.fallback_updates if self.fall_back_on_nonfinite else None,
             )
-        writer = self.summaries.writer()
-        with writer.as_default(), contextlib.ExitStack() as stack:
-            self._figures = summaries.FigureWriter(stack)  # a worker at the first figure
-            if self.chief:
-                summaries.operative_config(self.model_dir, step)
-            show = dict(unit="step", disable=not self.show_progress, dynamic_ncols=True)
-            bar = tqdm(total=self.num_steps, initial=step, **show)
-            try:
-                while step < self.num_steps and not self.early_stopping.stopped:
-                    chunk = min(self.steps_per_call, self.eval_every - step % self.eval_every)
-                    chunk = min(chunk, self.num_steps - step)
-                    start_time = time.perf_counter()
-                    with errors.peers_answering(self.run_dir.checkpoints, step):
-                        ran, *segments, first_bad = self.train_chunk(tf.constant(chunk))
-                        ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
-                    seconds = time.perf_counter() - start_time
-                    if first_bad >= 0:  # its message names the last checkpoint written
-                        self.checkpoints.wait()
-                    errors.check_finite(self.run_dir.checkpoints, step, first_bad)
-                    self.summaries.points(np.int64(step), *segments, np.float32(ran / seconds))
-                    step += ran
-                    bar.update(ran)
-                    postfix = {"meta_loss": f"{segments[0].numpy().sum() / ran:.4f}"}
-                    if step % self.eval_every == 0 or step == self.num_steps:
-                        value = self._validate_and_checkpoint(step)
-                        postfix[f"val_{self.validate.metric}"] = f"{value:.4f}"
-                        self._figures.write(wait=False)
-                        writer.flush()  # the summaries up to the checkpoint just written
-                    bar.set_postfix(postfix, refresh=False)
-                self._figures.write(wait=True)
-            finally:
-                bar.close()
-                self._figures = None
-                self.checkpoints.close()  # the writes in the background finished
-        writer.flush()
+        ]
+        if self.chief and self.figure_every:
+            # Computed at the step, drawn by the figure worker while training goes on.
+            make = functools.partial(figures, self.tasks, self.learner)
+            jobs.append(Figures(self.eval_every, self.figure_every, make, figure_writer))
+        latest = self.checkpoints.latest
+        jobs.append(FunctionTrigger(self.eval_every, lambda s: latest.save(checkpoint_number=s)))
+        jobs.append(Flush(self.eval_every, figure_writer, writer))  # up to that checkpoint
+        return jobs
 
-    def _validate_and_checkpoint(self, step: int) -> float:
-        result = self.validate(self.learner)
-        self.summaries.validation(
-            np.int64(step),
-            np.float32(result.mean),
-            np.float32(result.inner_loss_pre.mean()),
-            np.float32(result.inner_loss_post.mean()),
-        )
-        if self.fall_back_on_nonfinite and self.chief:
-            tf.summary.scalar("fallback_updates", self.fallback_updates, step=step)
-        if self.early_stopping.update(step, result.mean):
-            self.checkpoints.best.save(checkpoint_number=step)
-        if self.chief and self.figure_every and step % self.figure_every == 0:
-            # Computed now, drawn by the figure worker while training goes on.
-            self._figures.submit(step, figures(self.tasks, self.learner))
-        self.checkpoints.latest.save(checkpoint_number=step)
-        return result.mean
+    def train(self, triggers: Sequence[Trigger] = ()) -> None:
+        """Meta-trains up to `num_steps` (resuming if a checkpoint exists): the Python
+        loop of loop.py runs the compiled chunks, and between them the periodic jobs of
+        `default_triggers`, then `triggers`."""
+        loop.train(self, self.default_triggers, triggers)
 
     def restore_best(self) -> int:
         """Loads the best weights (falling back to the latest); returns their step."""
