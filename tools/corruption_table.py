@@ -41,7 +41,7 @@ LABELS = {
     "relviable": "relVIABLE",
     "attviable": "attVIABLE",
 }
-ORACLES = ("cavia", "relviable")  # trained and tested on the clean points only
+ORACLES = ("cavia", "relviable", "attviable")  # trained and tested on the clean points only
 
 
 def _ints(text: str) -> list[int]:
