@@ -29,6 +29,12 @@ input beside the hidden layer dimension by dimension, [x * (1 + phi W_s); s * re
 meta-learned: at phi_0 = 0 the features are unchanged, and adapting phi re-weights the
 input's dimensions per task (a task-specific metric under the prototype head).
 
+The network is composed of its MLP (the split first layer, hidden layers, and the output
+layer unless `output_layer=False`) and, without an output layer, the feature parts its
+flags name, in order: `SkipInputs` (with `context_scales_inputs`, context-scaled) and
+`Normalize`. Each part declares its weights (created after the MLP's, in order), its
+width and its requirements, and computes its step of `forward`.
+
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
 """
@@ -63,6 +69,64 @@ def _add_bias(inputs: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     if len(bias.shape) == 1:
         return inputs + bias
     return inputs + bias[:, None, :]
+
+
+class SkipInputs:
+    """The input beside the last hidden layer's features, [x; s * relu(h)], with a learned
+    scale s (`feature_scale` [1], from SKIP_SCALE_INIT); `context_scaled`: the input also
+    scaled by the task context dimension by dimension, x * (1 + phi W_s) (FiLM's gamma,
+    `kernel_input_scale` [C, D], so that at phi = 0 the input is unchanged)."""
+
+    def __init__(self, *, context_scaled: bool = False) -> None:
+        self.context_scaled = bool(context_scaled)
+
+    def check(self, net: PredictionNetwork) -> None:
+        if self.context_scaled and not net.context_dim:
+            raise ValueError(
+                "context_scales_inputs=True scales the skipped input by the context: it needs "
+                "skip_inputs=True and context_dim >= 1, got skip_inputs=True, "
+                f"context_dim={net.context_dim}"
+            )
+
+    def width(self, net: PredictionNetwork, width: int) -> int:
+        return width + net.input_dim
+
+    def build(self, net: PredictionNetwork) -> None:
+        net.add_param("feature_scale", (1,), keras.initializers.Constant(SKIP_SCALE_INIT))
+        if self.context_scaled:
+            net.add_param(
+                "kernel_input_scale",
+                (net.context_dim, net.input_dim),
+                net.kernel_init(net.context_dim, net.input_dim),
+            )
+
+    def __call__(self, w: dict, h: tf.Tensor, x: tf.Tensor, context) -> tf.Tensor:
+        scale = w["feature_scale"]  # [1] or per task [B, 1]
+        scale = scale if len(scale.shape) == 1 else scale[:, None, :]
+        if self.context_scaled:
+            input_scale = w["kernel_input_scale"]  # [C, D] or [B, C, D]
+            if len(input_scale.shape) == 2:
+                gamma = 1.0 + tf.matmul(context, input_scale)  # [B, D]
+            else:
+                gamma = 1.0 + tf.einsum("bc,bcd->bd", context, input_scale)  # [B, D]
+            x = x * gamma[:, None, :]  # [B, P, D]
+        return tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
+
+
+class Normalize:
+    """The features l2-normalised (a cosine space)."""
+
+    def check(self, net: PredictionNetwork) -> None:
+        pass
+
+    def width(self, net: PredictionNetwork, width: int) -> int:
+        return width
+
+    def build(self, net: PredictionNetwork) -> None:
+        pass
+
+    def __call__(self, w: dict, h: tf.Tensor, x: tf.Tensor, context) -> tf.Tensor:
+        return tf.math.l2_normalize(h, axis=-1, epsilon=NORMALIZE_EPSILON)
 
 
 @keras_configurable
@@ -108,19 +172,23 @@ class PredictionNetwork(keras.layers.Layer):
                 "got hidden_units=()"
             )
         self.output_layer = bool(output_layer)
-        if skip_inputs and output_layer:
-            raise ValueError("skip_inputs=True is for a network without its output layer")
         self.skip_inputs = bool(skip_inputs)
-        if normalize_features and output_layer:
-            raise ValueError("normalize_features=True is for a network without its output layer")
         self.normalize_features = bool(normalize_features)
-        if context_scales_inputs and not (skip_inputs and context_dim):
+        self.context_scales_inputs = bool(context_scales_inputs)
+        #: What follows the last hidden layer's ReLU without an output layer, in order.
+        self.feature_parts: tuple[SkipInputs | Normalize, ...] = (
+            *((SkipInputs(context_scaled=context_scales_inputs),) if skip_inputs else ()),
+            *((Normalize(),) if normalize_features else ()),
+        )
+        for flag, on in (("skip_inputs", skip_inputs), ("normalize_features", normalize_features)):
+            if on and output_layer:
+                raise ValueError(f"{flag}=True is for a network without its output layer")
+        if context_scales_inputs and not skip_inputs:
             raise ValueError(
                 "context_scales_inputs=True scales the skipped input by the context: it needs "
-                f"skip_inputs=True and context_dim >= 1, got skip_inputs={skip_inputs}, "
+                "skip_inputs=True and context_dim >= 1, got skip_inputs=False, "
                 f"context_dim={context_dim}"
             )
-        self.context_scales_inputs = bool(context_scales_inputs)
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -129,6 +197,8 @@ class PredictionNetwork(keras.layers.Layer):
         # Explicit initializers, if given, override `init`'s (tests use constants).
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer
+        for part in self.feature_parts:
+            part.check(self)
         self.build()
 
     def build(self, input_shape=None) -> None:
@@ -137,59 +207,32 @@ class PredictionNetwork(keras.layers.Layer):
         widths = (*self.hidden_units, *((self.output_dim,) if self.output_layer else ()))
         first = widths[0]
         fan_in = self.input_dim + self.context_dim  # the whole first layer's, [x; phi]
-        # Each weight is an attribute (not a list item) so that tf.train.Checkpoint
-        # tracks it; `_param_names` keeps forward()'s order.
-        self._param_names = ["kernel_x"]
-        self.kernel_x = self.add_weight(
-            shape=(self.input_dim, first),
-            initializer=self._kernel_init(fan_in, first),
-            name="kernel_x",
-        )
+        self._param_names: list[str] = []  # forward()'s order
+        self.add_param("kernel_x", (self.input_dim, first), self.kernel_init(fan_in, first))
         if self.context_dim:
-            self._param_names.append("kernel_context")
-            self.kernel_context = self.add_weight(
-                shape=(self.context_dim, first),
-                initializer=self._kernel_init(fan_in, first),
-                name="kernel_context",
+            self.add_param(
+                "kernel_context", (self.context_dim, first), self.kernel_init(fan_in, first)
             )
-        self._param_names.append("bias_0")
-        self.bias_0 = self.add_weight(
-            shape=(first,), initializer=self._bias_init(fan_in), name="bias_0"
-        )
+        self.add_param("bias_0", (first,), self.bias_init(fan_in))
         for i, (fan_in, fan_out) in enumerate(itertools.pairwise(widths), 1):
-            self._param_names += [f"kernel_{i}", f"bias_{i}"]
-            kernel = self.add_weight(
-                shape=(fan_in, fan_out),
-                initializer=self._kernel_init(fan_in, fan_out),
-                name=f"kernel_{i}",
-            )
-            bias = self.add_weight(
-                shape=(fan_out,), initializer=self._bias_init(fan_in), name=f"bias_{i}"
-            )
-            setattr(self, f"kernel_{i}", kernel)
-            setattr(self, f"bias_{i}", bias)
-        if self.skip_inputs:
-            self._param_names.append("feature_scale")
-            self.feature_scale = self.add_weight(
-                shape=(1,),
-                initializer=keras.initializers.Constant(SKIP_SCALE_INIT),
-                name="feature_scale",
-            )
-        if self.context_scales_inputs:
-            self._param_names.append("kernel_input_scale")
-            self.kernel_input_scale = self.add_weight(
-                shape=(self.context_dim, self.input_dim),
-                initializer=self._kernel_init(self.context_dim, self.input_dim),
-                name="kernel_input_scale",
-            )
+            self.add_param(f"kernel_{i}", (fan_in, fan_out), self.kernel_init(fan_in, fan_out))
+            self.add_param(f"bias_{i}", (fan_out,), self.bias_init(fan_in))
+        for part in self.feature_parts:
+            part.build(self)
         self.built = True
 
-    def _kernel_init(self, fan_in: int, fan_out: int):
+    def add_param(self, name: str, shape: tuple[int, ...], initializer) -> None:
+        """Creates weight `name`, next in `params`' order. Each weight is an attribute
+        (not a list item) so that tf.train.Checkpoint tracks it under its name."""
+        self._param_names.append(name)
+        setattr(self, name, self.add_weight(shape=shape, initializer=initializer, name=name))
+
+    def kernel_init(self, fan_in: int, fan_out: int):
         if self.kernel_initializer is not None:
             return keras.initializers.get(self.kernel_initializer)
         return initializers.kernel_initializer(self.init, fan_in=fan_in, fan_out=fan_out)
 
-    def _bias_init(self, fan_in: int):
+    def bias_init(self, fan_in: int):
         if self.bias_initializer is not None:
             return keras.initializers.get(self.bias_initializer)
         return initializers.bias_initializer(self.init, fan_in=fan_in)
@@ -199,7 +242,9 @@ class PredictionNetwork(keras.layers.Layer):
         """Width of what `forward` returns without an output layer: the last hidden layer
         (and the input beside it, with `skip_inputs`)."""
         width = self.hidden_units[-1] if self.hidden_units else self.input_dim
-        return width + (self.input_dim if self.skip_inputs else 0)
+        for part in self.feature_parts:
+            width = part.width(self, width)
+        return width
 
     @property
     def params(self) -> list:
@@ -253,19 +298,8 @@ class PredictionNetwork(keras.layers.Layer):
             h = _add_bias(_dense(h, w[f"kernel_{i}"]), w[f"bias_{i}"])
         if not self.output_layer:
             h = ops.relu(h)  # [B, P, H]
-        if self.skip_inputs:
-            scale = w["feature_scale"]  # [1] or per task [B, 1]
-            scale = scale if len(scale.shape) == 1 else scale[:, None, :]
-            if self.context_scales_inputs:
-                input_scale = w["kernel_input_scale"]  # [C, D] or [B, C, D]
-                if len(input_scale.shape) == 2:
-                    gamma = 1.0 + tf.matmul(context, input_scale)  # [B, D]
-                else:
-                    gamma = 1.0 + tf.einsum("bc,bcd->bd", context, input_scale)  # [B, D]
-                x = x * gamma[:, None, :]  # [B, P, D]
-            h = tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
-        if self.normalize_features:
-            h = tf.math.l2_normalize(h, axis=-1, epsilon=NORMALIZE_EPSILON)
+        for part in self.feature_parts:  # SkipInputs, Normalize
+            h = part(w, h, x, context)
         return h  # [B, P, Y]
 
     def get_config(self) -> dict:
