@@ -32,8 +32,8 @@ input's dimensions per task (a task-specific metric under the prototype head).
 The network is composed of its MLP (the split first layer, hidden layers, and the output
 layer unless `output_layer=False`) and, without an output layer, the feature parts its
 flags name, in order: `SkipInputs` (with `context_scales_inputs`, context-scaled) and
-`Normalize`. Each part declares its weights (created after the MLP's, in order), its
-width and its requirements, and computes its step of `forward`.
+`Normalize`. Each part declares its weights (created after the MLP's, in order) and its
+width, and computes its step of `forward`.
 
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
@@ -80,14 +80,6 @@ class SkipInputs:
     def __init__(self, *, context_scaled: bool = False) -> None:
         self.context_scaled = bool(context_scaled)
 
-    def check(self, net: PredictionNetwork) -> None:
-        if self.context_scaled and not net.context_dim:
-            raise ValueError(
-                "context_scales_inputs=True scales the skipped input by the context: it needs "
-                "skip_inputs=True and context_dim >= 1, got skip_inputs=True, "
-                f"context_dim={net.context_dim}"
-            )
-
     def width(self, net: PredictionNetwork, width: int) -> int:
         return width + net.input_dim
 
@@ -115,9 +107,6 @@ class SkipInputs:
 
 class Normalize:
     """The features l2-normalised (a cosine space)."""
-
-    def check(self, net: PredictionNetwork) -> None:
-        pass
 
     def width(self, net: PredictionNetwork, width: int) -> int:
         return width
@@ -183,10 +172,10 @@ class PredictionNetwork(keras.layers.Layer):
         for flag, on in (("skip_inputs", skip_inputs), ("normalize_features", normalize_features)):
             if on and output_layer:
                 raise ValueError(f"{flag}=True is for a network without its output layer")
-        if context_scales_inputs and not skip_inputs:
+        if context_scales_inputs and not (skip_inputs and context_dim):
             raise ValueError(
                 "context_scales_inputs=True scales the skipped input by the context: it needs "
-                "skip_inputs=True and context_dim >= 1, got skip_inputs=False, "
+                f"skip_inputs=True and context_dim >= 1, got skip_inputs={skip_inputs}, "
                 f"context_dim={context_dim}"
             )
         self.input_dim = input_dim
@@ -197,8 +186,6 @@ class PredictionNetwork(keras.layers.Layer):
         # Explicit initializers, if given, override `init`'s (tests use constants).
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer
-        for part in self.feature_parts:
-            part.check(self)
         self.build()
 
     def build(self, input_shape=None) -> None:

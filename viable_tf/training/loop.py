@@ -92,8 +92,8 @@ def train(
                 for job in jobs:
                     if job.due(step, last_step):
                         job(step)
-                if validation is not None and validation.due(step, last_step):
-                    postfix[f"val_{validation.validate.metric}"] = f"{validation.last:.4f}"
+                        if job is validation:
+                            postfix[f"val_{job.validate.metric}"] = f"{job.last:.4f}"
                 bar.set_postfix(postfix, refresh=False)
             figure_writer.write(wait=True)
         finally:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.training import summaries
 from viable_tf.training.checkpoints import TrainingCheckpoints
 from viable_tf.training.early_stopping import EarlyStopping
+from viable_tf.training.summaries import FigureWriter, TrainingSummaries
 
 
 class Trigger:
@@ -71,7 +71,7 @@ class Validation(Trigger):
         learner,
         early_stopping: EarlyStopping,
         checkpoints: TrainingCheckpoints,
-        summaries: summaries.TrainingSummaries,
+        summaries: TrainingSummaries,
         fallback_updates: tf.Variable | None,
     ) -> None:
         super().__init__(interval)
@@ -108,7 +108,7 @@ class Figures(Trigger):
         interval: int,
         every: int,
         make: Callable[[], dict],
-        writer: summaries.FigureWriter,
+        writer: FigureWriter,
     ) -> None:
         super().__init__(interval)
         self.every = every
@@ -126,7 +126,7 @@ class Flush(Trigger):
     """Writes the figures drawn so far and flushes the summary writer (a file write on the
     training thread, so only this often)."""
 
-    def __init__(self, interval: int, figures: summaries.FigureWriter, writer) -> None:
+    def __init__(self, interval: int, figures: FigureWriter, writer) -> None:
         super().__init__(interval)
         self.figures = figures
         self.writer = writer
