@@ -31,6 +31,9 @@ METHODS = {
     "simviable": ("sine/simviable.gin", ()),
     "relviable": ("sine/relviable.gin", ()),
     "attviable": ("sine/attviable.gin", ()),
+    # The paper's argument as features: each point's gradient agreement with the rest.
+    "simviable_agree": ("sine/simviable.gin", ("VIABLE.gradient_agreement=True",)),
+    "relviable_agree": ("sine/relviable.gin", ("VIABLE.gradient_agreement=True",)),
 }
 LABELS = {
     "cavia": "CAVIA",
@@ -40,8 +43,11 @@ LABELS = {
     "simviable": "simVIABLE",
     "relviable": "relVIABLE",
     "attviable": "attVIABLE",
+    "simviable_agree": "simVIABLE, gradient agreement features",
+    "relviable_agree": "relVIABLE, gradient agreement features",
 }
-ORACLES = ("cavia", "relviable", "attviable")  # trained and tested on the clean points only
+#: trained and tested on the clean points only
+ORACLES = ("cavia", "relviable", "attviable", "relviable_agree")
 
 
 def _ints(text: str) -> list[int]:

@@ -11,6 +11,14 @@ Per-point features f_j (F numbers): (L_T(y_hat_j, y_j), y_hat_j, y_j), plus x_j
 when the loss network asks for inputs (the relation network does). For
 classification y_hat_j are the N logits and y_j the one-hot label.
 
+`gradient_agreement=True` (beyond the paper; off by default) adds to f_j two numbers
+that put the paper's own argument for the relation network ("an outlier with a large
+disagreeing gradient compared to the other samples") into each point's features: the
+cosine between the point's task-loss gradient with respect to phi and the mean gradient
+of the other support points, and the point's gradient norm over the set's mean norm.
+They are computed at the current state and given as constants (as x is), so a loss
+network can learn to discount a point whose step disagrees with the rest; SPEC §8.
+
 Two options exist for the reproduction study (docs/RESULTS.md), both off by
 default, which is the paper's method: `include_task_loss=False` drops L_T from
 f_j, and `input_scale=s` feeds x/s, y_hat/s, y/s and L_T/s^2 (s = 5 maps sine's
@@ -65,6 +73,7 @@ class LearnedInnerLoss:
         input_scale: float = 1.0,
         class_order: str = "episode",
         pair_inputs: str = "x",
+        gradient_agreement: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -80,12 +89,19 @@ class LearnedInnerLoss:
         if pair_inputs not in PAIR_INPUTS:
             raise ValueError(f"pair_inputs must be one of {PAIR_INPUTS}, got {pair_inputs!r}")
         self.pair_inputs = pair_inputs
+        if gradient_agreement and self.adapted_parts != ("context",):
+            raise ValueError(
+                "gradient_agreement=True needs a learner that adapts the context phi alone "
+                "(VIABLE on CAVIA)"
+            )
+        self.gradient_agreement = gradient_agreement
         self.loss_network = loss_network()  # Lhat_psi
         # Y, or N for a one-hot label; none when the label is the logits' first position.
         label_dim = 0 if class_order == "canonical" else self.output_dim
         feature_dim = int(include_task_loss) + self.output_dim + label_dim
         if self.loss_network.include_inputs:
             feature_dim += self._input_feature_dim()
+        feature_dim += 2 * int(gradient_agreement)
         self.feature_dim = feature_dim  # F
         self.loss_network.build((None, None, feature_dim))
 
@@ -113,6 +129,7 @@ class LearnedInnerLoss:
             "activation": activation,
             "class_order": self.class_order,
             "pair_inputs": self.pair_inputs,
+            "gradient_agreement": self.gradient_agreement,
         }
 
     def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
@@ -140,7 +157,41 @@ class LearnedInnerLoss:
         else:
             y_hat, inputs = self.predict(state, support_x), support_x  # [B, K, Y], [B, K, D]
         features = self.point_features(inputs, support_y, y_hat)  # [B, K, F]
+        if self.gradient_agreement:
+            agreement = self.gradient_agreement_features(state, support_x, support_y, support_mask)
+            features = tf.concat([features, agreement], axis=-1)  # [B, K, F]
         return self.loss_network(features, support_mask)  # [B]
+
+    def gradient_agreement_features(self, state, support_x, support_y, support_mask):
+        """[B, K, 2], constants: for each support point j, the cosine between g_j, the
+        gradient of its task loss with respect to phi at `state`, and the mean g of the
+        other real points; and |g_j| over the mean |g| of the real points. Zero where
+        the mask is 0 (and the cosine 0 for a point with no other)."""
+        batch, points = tf.shape(support_x)[0], tf.shape(support_x)[1]
+        # Each point as a task of its own, with its task's state: one pass gives every
+        # point's gradient with respect to its own copy of phi.
+        per_point = tf.nest.map_structure(
+            lambda t: tf.repeat(tf.stop_gradient(t), points, axis=0), state
+        )  # [B K, ...]
+        x = tf.reshape(support_x, tf.concat([[batch * points, 1], tf.shape(support_x)[2:]], 0))
+        y = tf.reshape(support_y, tf.concat([[batch * points, 1], tf.shape(support_y)[2:]], 0))
+        with tf.GradientTape() as tape:
+            tape.watch(per_point.context)
+            loss = tf.reduce_sum(self.task_loss(self.predict(per_point, x), y))
+        grads = tape.gradient(loss, per_point.context)  # [B K, C]
+        mask = tf.cast(support_mask, grads.dtype)[..., None]  # [B, K, 1]
+        grads = tf.reshape(grads, [batch, points, -1]) * mask  # [B, K, C]
+        count = tf.reduce_sum(mask, axis=1, keepdims=True)  # [B, 1, 1]
+        others = (tf.reduce_sum(grads, axis=1, keepdims=True) - grads) / tf.maximum(
+            count - 1.0, 1.0
+        )  # [B, K, C]
+        cosine = tf.reduce_sum(
+            tf.math.l2_normalize(grads, -1) * tf.math.l2_normalize(others, -1), -1
+        )  # [B, K]
+        norms = tf.norm(grads, axis=-1)  # [B, K]
+        mean_norm = tf.reduce_sum(norms, 1, keepdims=True) / tf.maximum(count[..., 0], 1.0)
+        relative = tf.math.divide_no_nan(norms, mean_norm)  # [B, K]
+        return tf.stop_gradient(tf.stack([cosine, relative], -1) * mask)  # [B, K, 2]
 
 
 def canonical_logits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
