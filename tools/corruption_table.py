@@ -3,14 +3,16 @@ trained with m outliers of K = 10, each tested at every m, beside the oracle tha
 the outliers (trained and tested on the K - m clean points).
 
     .venv/bin/python tools/corruption_table.py --work_dir runs/outliers \
-        [--train_outliers 0,2] [--test_outliers 0,1,2,3] [--jobs 2] [--num_steps 25000]
+        [--train_outliers 0,2] [--test_outliers 0,1,2,3] [--jobs 2] [--num_steps 25000] \
+        [--inner_steps 3]
 
 Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-train (one
 thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
 absolute-error inner loss (its outer loss stays the MSE). Each trained run is then tested
 on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
-(the query grid stays clean). Rerun to resume: finished runs and tests are read back.
-Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md.
+(the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
+steps instead of its config's (runs under W/steps<S>/). Rerun to resume: finished runs and
+tests are read back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ LABELS = {
 }
 #: trained and tested on the clean points only
 ORACLES = ("cavia", "relviable", "attviable", "relviable_agree")
+
+
+def _learner_class(config: str) -> str:
+    """The gin name of the learner a method's config binds (its num_inner_steps)."""
+    name = os.path.basename(config)
+    if name.startswith("cavia"):
+        return "CAVIA"
+    return "MAML" if name.startswith("maml.") else "VIABLE"
 
 
 def _ints(text: str) -> list[int]:
@@ -112,6 +122,7 @@ def main() -> None:
     parser.add_argument("--num_support", type=int, default=10)
     parser.add_argument("--num_steps", type=int, default=25000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--inner_steps", type=int, default=None, help="default: the configs'")
     parser.add_argument(
         "--figure", default=None, help="PNG: CAVIA and relVIABLE trained with outliers, adapted"
     )
@@ -123,23 +134,29 @@ def main() -> None:
     trained, tested = _ints(args.train_outliers), _ints(args.test_outliers)
     if any(m > args.num_support for m in trained + tested):
         parser.error(f"outliers must be <= num_support={args.num_support}")
+    if args.inner_steps is not None and args.inner_steps < 1:
+        parser.error(f"--inner_steps must be >= 1, got {args.inner_steps}")
+    work_dir = args.work_dir
+    if args.inner_steps is not None:
+        work_dir = os.path.join(work_dir, f"steps{args.inner_steps}")
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for method in methods:
             config, bindings = METHODS[method]
+            if args.inner_steps is not None:
+                steps = f"{_learner_class(config)}.num_inner_steps={args.inner_steps}"
+                bindings = (*bindings, steps)
             for m in trained:
                 run = f"{method}_train_m{m}"
                 jobs[run] = pool.submit(
-                    train, args.work_dir, run, config, (*bindings, f"OUTLIERS={m}"), args.num_steps
+                    train, work_dir, run, config, (*bindings, f"OUTLIERS={m}"), args.num_steps
                 )
             if method in ORACLES:
                 for m in sorted(set(tested) - {0}):
                     clean = args.num_support - m
                     run = f"{method}_oracle_k{clean}"
                     oracle = (*bindings, "OUTLIERS=0", f"NUM_SUPPORT={clean}")
-                    jobs[run] = pool.submit(
-                        train, args.work_dir, run, config, oracle, args.num_steps
-                    )
+                    jobs[run] = pool.submit(train, work_dir, run, config, oracle, args.num_steps)
     dirs = {run: job.result() for run, job in jobs.items()}
     columns = [(tm, m) for tm in trained for m in tested]
     lines = [
@@ -157,7 +174,7 @@ def main() -> None:
             label = f"{LABELS[method]}, oracle (the K - m clean points only)"
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.work_dir, "table.md"), "w") as f:
+    with open(os.path.join(work_dir, "table.md"), "w") as f:
         f.write(text)
     print(text)
     m = max(trained)
