@@ -4,14 +4,15 @@ the outliers (trained and tested on the K - m clean points).
 
     .venv/bin/python tools/corruption_table.py --work_dir runs/outliers \
         [--train_outliers 0,2] [--test_outliers 0,1,2,3] [--jobs 2] [--num_steps 25000] \
-        [--inner_steps 3]
+        [--inner_steps 3] [--seed 1]
 
 Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-train (one
 thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
 absolute-error inner loss (its outer loss stays the MSE). Each trained run is then tested
 on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
 (the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
-steps instead of its config's (runs under W/steps<S>/). Rerun to resume: finished runs and
+steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another seed
+(the test tasks stay the protocol's; runs under W/seed<N>/). Rerun to resume: finished runs and
 tests are read back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md.
 """
 
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--num_steps", type=int, default=25000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--inner_steps", type=int, default=None, help="default: the configs'")
+    parser.add_argument("--seed", type=int, default=None, help="default: the configs' (0)")
     parser.add_argument(
         "--figure", default=None, help="PNG: CAVIA and relVIABLE trained with outliers, adapted"
     )
@@ -139,6 +141,8 @@ def main() -> None:
     work_dir = args.work_dir
     if args.inner_steps is not None:
         work_dir = os.path.join(work_dir, f"steps{args.inner_steps}")
+    if args.seed is not None:
+        work_dir = os.path.join(work_dir, f"seed{args.seed}")
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for method in methods:
@@ -146,6 +150,8 @@ def main() -> None:
             if args.inner_steps is not None:
                 steps = f"{_learner_class(config)}.num_inner_steps={args.inner_steps}"
                 bindings = (*bindings, steps)
+            if args.seed is not None:
+                bindings = (*bindings, f"SEED={args.seed}")
             for m in trained:
                 run = f"{method}_train_m{m}"
                 jobs[run] = pool.submit(
