@@ -5,8 +5,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from research.outlier_influence import influences
 from viable_tf.cli import evaluate as eval_cli
 from viable_tf.cli import export as export_cli
 from viable_tf.cli import train as train_cli
@@ -184,3 +186,16 @@ def test_next_commands_name_the_installation_that_ran_them(tmp_path, monkeypatch
     assert tool_command("tensorboard") == "tensorboard"  # none there: from PATH
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert tool_command("viable-serve") == os.path.join("bin", "viable-serve")
+
+
+def test_the_outlier_influence_probe_reads_a_trained_run(trained_run):
+    """research/outlier_influence.py on a real run: every real point's leave-one-out
+    influence, m outliers per task exactly, shares and MSEs in range."""
+    model_dir, _ = trained_run
+    found = influences(str(model_dir), outliers=2, num_tasks=20)
+    assert found["outlier"].shape == (40,) and found["clean"].shape == (160,)
+    assert found["expected_share"] == pytest.approx(0.2)
+    assert np.all(found["outlier"] >= 0) and np.all(found["clean"] >= 0)
+    assert found["clean"].max() > 0  # leaving a point out moves the adapted context
+    assert np.all((found["share"] >= 0) & (found["share"] <= 1)) and found["share"].shape == (20,)
+    assert found["mse"].shape == (20,) and np.all(found["mse"] > 0)
