@@ -157,6 +157,40 @@ def test_the_inner_loop_adapts_what_the_learner_adapts(name):
         assert learner.adapted_parts == ("context",)
 
 
+@pytest.mark.parametrize("name", ["cavia", "simviable"])
+def test_adapt_head_steps_the_class_means_with_phi(name):
+    """CAVIA(adapt_head=True): the inner loop steps phi and the head's (kernel, bias)
+    by the same rate, each by the inner loss's own gradient; the step is the one a hand
+    step gives."""
+    keras.utils.set_random_seed(4)
+    learner = PROTOTYPE_LEARNERS[name](
+        input_dim=D,
+        output_dim=N,
+        num_inner_steps=1,
+        task_loss="cross_entropy",
+        head="prototypes",
+        adapt_head=True,
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+    )
+    assert learner.adapted_parts == ("context", "head") and learner.hparams()["adapt_head"]
+    batch = _episodes()
+    support = (batch.support_x, batch.support_y, batch.support_mask)
+    start = learner.start_state(*support)
+    with tf.GradientTape() as tape:
+        tape.watch(tf.nest.flatten(start))
+        loss = tf.reduce_sum(learner.inner_loss(start, *support))
+    grads = tape.gradient(loss, tf.nest.flatten(start))
+    adapted = learner.adapt(*support)
+    for a, s, g in zip(tf.nest.flatten(adapted), tf.nest.flatten(start), grads, strict=True):
+        assert np.any(g.numpy() != 0)  # each part moves
+        np.testing.assert_allclose(a, s - learner.inner_lr * g, rtol=1e-5, atol=1e-6)
+
+
+def test_adapt_head_needs_a_per_task_head():
+    with pytest.raises(ValueError, match="adapt_head=True steps a per-task head"):
+        CAVIA(input_dim=2, output_dim=3, task_loss="cross_entropy", adapt_head=True)
+
+
 def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
     learner = _learner("relviable")
     batch = _episodes(b=2)

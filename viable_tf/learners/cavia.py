@@ -3,7 +3,10 @@
 Under a per-task head (`head=PrototypeHead()`, classification) the output layer starts,
 per task, at the class means of the support features computed at phi_0
 (learners/heads.py), and the inner loop adapts phi under that head: the state holds phi
-and the head's (kernel, bias), stepped through phi only.
+and the head's (kernel, bias), stepped through phi only; with `adapt_head=True` the inner
+loop steps the head's (kernel, bias) too, from the class means (as Proto-MAML fine-tunes
+its prototype-initialised output layer), so that an inner loss can move a prototype away
+from a class's mislabelled shots (SPEC §8).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class CAVIA(Learner):
         head_temperature: float = 1.0,
         learn_temperature: bool = False,
         prototype: str = "mean",
+        adapt_head: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -70,6 +74,14 @@ class CAVIA(Learner):
         # f_{phi, theta}; under a per-task head g_{phi, theta}, the features under it.
         self.network = build_network(self, network, self.head)
         self.adapts_context = not self.head.per_task  # else the state holds the head too
+        if adapt_head and not self.head.per_task:
+            raise ValueError(
+                "adapt_head=True steps a per-task head (the prototype head); the linear "
+                "head's weights are shared, not adapted"
+            )
+        self.adapt_head = adapt_head
+        if adapt_head:
+            self.adapted_parts = ("context", "head")
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]
@@ -85,6 +97,9 @@ class CAVIA(Learner):
             self.output_dim,
         )
         return AdaptedState(context=context, head=head)
+
+    def hparams(self) -> dict[str, str | int | float | bool]:
+        return {**super().hparams(), "adapt_head": self.adapt_head}
 
     def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
         return self.head.apply(self.network(x, state.context), state.head)

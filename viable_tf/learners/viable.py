@@ -89,9 +89,9 @@ class LearnedInnerLoss:
         if pair_inputs not in PAIR_INPUTS:
             raise ValueError(f"pair_inputs must be one of {PAIR_INPUTS}, got {pair_inputs!r}")
         self.pair_inputs = pair_inputs
-        if gradient_agreement and self.adapted_parts != ("context",):
+        if gradient_agreement and not isinstance(self, CAVIA):
             raise ValueError(
-                "gradient_agreement=True needs a learner that adapts the context phi alone "
+                "gradient_agreement=True needs a learner that adapts a context phi "
                 "(VIABLE on CAVIA)"
             )
         self.gradient_agreement = gradient_agreement
