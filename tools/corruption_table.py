@@ -37,6 +37,7 @@ METHODS = {
     # The paper's argument as features: each point's gradient agreement with the rest.
     "simviable_agree": ("sine/simviable.gin", ("VIABLE.gradient_agreement=True",)),
     "relviable_agree": ("sine/relviable.gin", ("VIABLE.gradient_agreement=True",)),
+    "attviable_agree": ("sine/attviable.gin", ("VIABLE.gradient_agreement=True",)),
 }
 LABELS = {
     "cavia": "CAVIA",
@@ -48,9 +49,10 @@ LABELS = {
     "attviable": "attVIABLE",
     "simviable_agree": "simVIABLE, gradient agreement features",
     "relviable_agree": "relVIABLE, gradient agreement features",
+    "attviable_agree": "attVIABLE, gradient agreement features",
 }
 #: trained and tested on the clean points only
-ORACLES = ("cavia", "relviable", "attviable", "relviable_agree")
+ORACLES = ("cavia", "relviable", "attviable", "relviable_agree", "attviable_agree")
 
 
 def _learner_class(config: str) -> str:
