@@ -62,10 +62,10 @@ def influences(model_dir: str, outliers: int, num_tasks: int) -> dict:
 
 
 def _ci(values: np.ndarray) -> str:
-    from scipy import stats
+    from viable_tf.evaluation.statistics import mean_confidence_interval
 
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return f"{values.mean():.3f} ± {half:.3f}"
+    mean, half, _ = mean_confidence_interval(values)
+    return f"{mean:.3f} ± {half:.3f}"
 
 
 def main() -> None:

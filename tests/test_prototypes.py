@@ -48,7 +48,7 @@ PROTOTYPE_LEARNERS = {
 }
 
 
-def _learner(name, num_inner_steps=2):
+def _learner(name, num_inner_steps=2, **kwargs):
     keras.utils.set_random_seed(4)
     return PROTOTYPE_LEARNERS[name](
         input_dim=D,
@@ -57,6 +57,7 @@ def _learner(name, num_inner_steps=2):
         task_loss="cross_entropy",
         head="prototypes",
         network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+        **kwargs,
     )
 
 
@@ -162,16 +163,7 @@ def test_adapt_head_steps_the_class_means_with_phi(name):
     """CAVIA(adapt_head=True): the inner loop steps phi and the head's (kernel, bias)
     by the same rate, each by the inner loss's own gradient; the step is the one a hand
     step gives."""
-    keras.utils.set_random_seed(4)
-    learner = PROTOTYPE_LEARNERS[name](
-        input_dim=D,
-        output_dim=N,
-        num_inner_steps=1,
-        task_loss="cross_entropy",
-        head="prototypes",
-        adapt_head=True,
-        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
-    )
+    learner = _learner(name, num_inner_steps=1, adapt_head=True)
     assert learner.adapted_parts == ("context", "head") and learner.hparams()["adapt_head"]
     batch = _episodes()
     support = (batch.support_x, batch.support_y, batch.support_mask)

@@ -22,9 +22,11 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 
+GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gin")
 #: row -> (config, extra gin bindings)
 METHODS = {
     "cavia": ("sine/cavia.gin", ()),
@@ -55,12 +57,14 @@ LABELS = {
 ORACLES = ("cavia", "relviable", "attviable", "relviable_agree", "attviable_agree")
 
 
-def _learner_class(config: str) -> str:
-    """The gin name of the learner a method's config binds (its num_inner_steps)."""
-    name = os.path.basename(config)
-    if name.startswith("cavia"):
-        return "CAVIA"
-    return "MAML" if name.startswith("maml.") else "VIABLE"
+def _inner_steps_binding(config: str, steps: int) -> str:
+    """`steps` inner steps for the learner a method's config binds, named as the config
+    binds its num_inner_steps (CAVIA, MAML, VIABLE, MAMLVIABLE, ...)."""
+    with open(os.path.join(GIN_DIR, config)) as f:
+        found = re.search(r"^(\w+)\.num_inner_steps\s*=", f.read(), re.MULTILINE)
+    if found is None:
+        raise ValueError(f"gin/{config} binds no num_inner_steps")
+    return f"{found.group(1)}.num_inner_steps={steps}"
 
 
 def _ints(text: str) -> list[int]:
@@ -150,8 +154,7 @@ def main() -> None:
         for method in methods:
             config, bindings = METHODS[method]
             if args.inner_steps is not None:
-                steps = f"{_learner_class(config)}.num_inner_steps={args.inner_steps}"
-                bindings = (*bindings, steps)
+                bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
             if args.seed is not None:
                 bindings = (*bindings, f"SEED={args.seed}")
             for m in trained:
