@@ -95,6 +95,10 @@ class _LossNetwork(keras.layers.Layer):
         self._activate = ops.relu if activation == "relu" else self.activation
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
+        # Called as observe_hidden(layer_index, activations) for each hidden layer's
+        # activations when set (research/loss_network_anatomy.py counts the live units);
+        # None in training, exports and evaluation.
+        self.observe_hidden = None
         # Attributes, not a list, so that tf.train.Checkpoint tracks them.
         for i, (fan_in, units) in enumerate(itertools.pairwise(self.hidden_units), 1):
             # The activation is applied in _tail (self._activate), not by the layer.
@@ -139,8 +143,12 @@ class _LossNetwork(keras.layers.Layer):
         """First-layer pre-activations [..., H] -> one number per point or pair [...],
         float32 whatever the compute dtype."""
         h = self._activate(hidden)
-        for layer in self._hidden:
+        if self.observe_hidden is not None:
+            self.observe_hidden(0, h)
+        for i, layer in enumerate(self._hidden, 1):
             h = self._activate(layer(h))
+            if self.observe_hidden is not None:
+                self.observe_hidden(i, h)
         return tf.cast(tf.squeeze(self._output(h), -1), tf.float32)
 
     def get_config(self) -> dict:

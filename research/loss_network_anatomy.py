@@ -1,0 +1,178 @@
+"""What does a trained learned loss do along its inner loop, and how much of its loss
+network is alive? The questions behind relVIABLE's shortfall end to end
+(docs/omniglot/end_to_end.md, "Why relVIABLE falls behind").
+
+    python -m research.loss_network_anatomy RUN_DIR [--checkpoints all|best] \
+        [--episodes 100] [--extra_steps 2] [--gin_param=DATA_DIR='W/features']
+
+For each checkpoint the run holds (the best one, and the training ones kept in
+D/checkpoints/ unless --checkpoints=best), on the first --episodes of the fixed validation
+episodes the trainer validates on, two tables:
+
+- the inner loop, step by step from phi_0 (the trained number of steps, then
+  --extra_steps more at the same rate): the inner loss the learner descends, the size of
+  its gradient in phi, the true support loss, the query accuracy, and the cosine between
+  the inner loss's gradient and the support loss's (means over tasks);
+- for a learned loss, each hidden layer of its loss network at phi_0: how many units are
+  on for at least one point (or pair) of any episode, how many for more than 1% of them,
+  and the mean fraction of units on. A ReLU unit that is never on passes no gradient, to
+  phi or to its own weights, and stays off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+
+def _checkpoints(model_dir: str, which: str) -> list[str]:
+    import tensorflow as tf
+
+    from viable_tf.run_dir import RunDir
+
+    run = RunDir(model_dir)
+    paths = [p for p in [tf.train.latest_checkpoint(run.best)] if p]
+    if which == "all":
+        state = tf.train.get_checkpoint_state(run.checkpoints)
+        if state is not None:
+            paths += [p for p in state.all_model_checkpoint_paths if p not in paths]
+    return paths
+
+
+def inner_loop(learner, batches, steps: int) -> np.ndarray:
+    """[steps + 1, 5]: per step from phi_0, the means over tasks of (inner loss, |d inner
+    loss / d phi|, support loss, query accuracy, cos(d inner / d phi, d support / d phi))."""
+    import tensorflow as tf
+
+    from viable_tf.evaluation.classification import query_accuracy
+
+    rows = []
+    for batch in batches:
+        support = (batch.support_x, batch.support_y, batch.support_mask)
+        state = learner.start_state(*support)
+        per_step = []
+        for _ in range(steps + 1):
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(state.context)
+                inner = learner.inner_loss(state, *support)
+                task = learner.support_loss(state, *support)
+                inner_total, task_total = tf.reduce_sum(inner), tf.reduce_sum(task)
+            g_inner = tape.gradient(inner_total, state.context)
+            g_task = tape.gradient(task_total, state.context)
+            norm = tf.norm(g_inner, axis=1)
+            cosine = tf.reduce_sum(g_inner * g_task, 1) / (norm * tf.norm(g_task, axis=1) + 1e-12)
+            accuracy = query_accuracy(learner, state, batch)
+            per_step.append(np.stack([t.numpy() for t in (inner, norm, task, accuracy, cosine)]))
+            state = state.replace(context=state.context - learner.inner_lr * g_inner)
+        rows.append(np.stack(per_step))  # [steps + 1, 5, B]
+    return np.concatenate(rows, axis=-1).mean(-1)
+
+
+def live_units(learner, batches) -> list[dict]:
+    """Per hidden layer of the learner's loss network at phi_0: units on for any point or
+    pair, units on for more than 1% of them, the mean fraction on."""
+    import tensorflow as tf
+
+    network = learner.loss_network
+    on: dict[int, list[np.ndarray]] = {}
+
+    def observe(layer: int, activations: tf.Tensor) -> None:
+        flat = tf.reshape(activations, [-1, activations.shape[-1]])
+        on.setdefault(layer, []).append(tf.cast(flat > 0, tf.float32).numpy())
+
+    network.observe_hidden = observe
+    try:
+        for batch in batches:
+            support = (batch.support_x, batch.support_y, batch.support_mask)
+            learner.inner_loss(learner.start_state(*support), *support)
+    finally:
+        network.observe_hidden = None
+    layers = []
+    for layer in sorted(on):
+        fraction = np.concatenate(on[layer]).mean(0)  # per unit: share of points/pairs on
+        layers.append(
+            {
+                "layer": layer + 1,
+                "units": fraction.size,
+                "ever_on": int((fraction > 0).sum()),
+                "on_over_1pct": int((fraction > 0.01).sum()),
+                "mean_on": float(fraction.mean()),
+            }
+        )
+    return layers
+
+
+def anatomy(
+    model_dir: str, which: str, episodes: int, extra_steps: int, gin_params: tuple[str, ...]
+) -> list[dict]:
+    """One entry per checkpoint: {'step', 'inner_loop' [S + extra + 1, 5], 'layers'}."""
+    import tensorflow as tf
+
+    from viable_tf.config import load_run
+    from viable_tf.evaluation.classification import ClassificationEvaluator
+    from viable_tf.evaluation.core import VALIDATION_SEED
+
+    run = load_run(model_dir, gin_params)
+    learner = run.learner
+    batches = list(
+        ClassificationEvaluator(
+            run.tasks.validation, num_episodes=episodes, seed=VALIDATION_SEED
+        ).batches()
+    )
+    entries = []
+    for path in _checkpoints(model_dir, which):
+        tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+        entries.append(
+            {
+                "step": int(path.rsplit("-", 1)[-1]),
+                "inner_loop": inner_loop(learner, batches, learner.num_inner_steps + extra_steps),
+                "layers": live_units(learner, batches) if hasattr(learner, "loss_network") else [],
+            }
+        )
+    return entries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("--checkpoints", choices=("all", "best"), default="all")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--extra_steps", type=int, default=2)
+    parser.add_argument("--gin_param", action="append", default=[])
+    args = parser.parse_args()
+    if args.episodes < 1 or args.extra_steps < 0:
+        parser.error("--episodes must be >= 1 and --extra_steps >= 0")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    entries = anatomy(
+        args.model_dir, args.checkpoints, args.episodes, args.extra_steps, tuple(args.gin_param)
+    )
+    print(
+        "| checkpoint | step t | inner loss | its gradient's size | support loss "
+        "| query accuracy (%) | cos with the support loss's gradient |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for entry in entries:
+        for t, (inner, norm, task, accuracy, cosine) in enumerate(entry["inner_loop"]):
+            print(
+                f"| {entry['step']} | {t} | {inner:.3f} | {norm:.3f} | {task:.3f} "
+                f"| {100 * accuracy:.1f} | {cosine:.2f} |"
+            )
+    if any(entry["layers"] for entry in entries):
+        print()
+        print(
+            "| checkpoint | hidden layer | units | on for any point or pair "
+            "| on for > 1% of them | mean fraction on |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|")
+        for entry in entries:
+            for layer in entry["layers"]:
+                print(
+                    f"| {entry['step']} | {layer['layer']} | {layer['units']} "
+                    f"| {layer['ever_on']} | {layer['on_over_1pct']} | {layer['mean_on']:.3f} |"
+                )
+
+
+if __name__ == "__main__":
+    main()
