@@ -28,17 +28,22 @@ import numpy as np
 
 
 def _checkpoints(model_dir: str, which: str) -> list[str]:
+    """The checkpoints to read, one per meta-update, in order."""
     import tensorflow as tf
 
     from viable_tf.run_dir import RunDir
 
     run = RunDir(model_dir)
-    paths = [p for p in [tf.train.latest_checkpoint(run.best)] if p]
+    best = tf.train.latest_checkpoint(run.best)
+    paths = [best] if best else []
     if which == "all":
         state = tf.train.get_checkpoint_state(run.checkpoints)
         if state is not None:
-            paths += [p for p in state.all_model_checkpoint_paths if p not in paths]
-    return paths
+            paths += list(state.all_model_checkpoint_paths)
+    by_step = {}  # the best one's step is often also a kept training checkpoint
+    for path in paths:
+        by_step.setdefault(int(path.rsplit("-", 1)[-1]), path)
+    return [by_step[step] for step in sorted(by_step)]
 
 
 def inner_loop(learner, batches, steps: int) -> np.ndarray:
