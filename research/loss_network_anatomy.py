@@ -3,11 +3,13 @@ network is alive? The questions behind relVIABLE's shortfall end to end
 (docs/omniglot/end_to_end.md, "Why relVIABLE falls behind").
 
     python -m research.loss_network_anatomy RUN_DIR [--checkpoints all|best] \
-        [--episodes 100] [--extra_steps 2] [--gin_param=DATA_DIR='W/features']
+        [--initialisation] [--episodes 100] [--extra_steps 2] \
+        [--gin_param=DATA_DIR='W/features']
 
 For each checkpoint the run holds (the best one, and the training ones kept in
-D/checkpoints/ unless --checkpoints=best), on the first --episodes of the fixed validation
-episodes the trainer validates on, two tables:
+D/checkpoints/ unless --checkpoints=best), and with --initialisation for the initial
+weights its configuration draws under its seed (as meta-update 0), on the first
+--episodes of the fixed validation episodes the trainer validates on, two tables:
 
 - the inner loop, step by step from phi_0 (the trained number of steps, then
   --extra_steps more at the same rate): the inner loss the learner descends, the size of
@@ -110,9 +112,15 @@ def live_units(learner, batches) -> list[dict]:
 
 
 def anatomy(
-    model_dir: str, which: str, episodes: int, extra_steps: int, gin_params: tuple[str, ...]
+    model_dir: str,
+    which: str,
+    episodes: int,
+    extra_steps: int,
+    gin_params: tuple[str, ...],
+    initialisation: bool = False,
 ) -> list[dict]:
-    """One entry per checkpoint: {'step', 'inner_loop' [S + extra + 1, 5], 'layers'}."""
+    """One entry per checkpoint (meta-update 0 first if `initialisation`):
+    {'step', 'inner_loop' [S + extra + 1, 5], 'layers'}."""
     import tensorflow as tf
 
     from viable_tf.config import load_run
@@ -126,16 +134,20 @@ def anatomy(
             run.tasks.validation, num_episodes=episodes, seed=VALIDATION_SEED
         ).batches()
     )
+
+    def entry(learner, step: int) -> dict:
+        return {
+            "step": step,
+            "inner_loop": inner_loop(learner, batches, learner.num_inner_steps + extra_steps),
+            "layers": live_units(learner, batches) if hasattr(learner, "loss_network") else [],
+        }
+
     entries = []
+    if initialisation:
+        entries.append(entry(load_run(model_dir, gin_params, restore=False).learner, 0))
     for path in _checkpoints(model_dir, which):
         tf.train.Checkpoint(learner=learner).read(path).expect_partial()
-        entries.append(
-            {
-                "step": int(path.rsplit("-", 1)[-1]),
-                "inner_loop": inner_loop(learner, batches, learner.num_inner_steps + extra_steps),
-                "layers": live_units(learner, batches) if hasattr(learner, "loss_network") else [],
-            }
-        )
+        entries.append(entry(learner, int(path.rsplit("-", 1)[-1])))
     return entries
 
 
@@ -143,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model_dir")
     parser.add_argument("--checkpoints", choices=("all", "best"), default="all")
+    parser.add_argument("--initialisation", action="store_true")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--extra_steps", type=int, default=2)
     parser.add_argument("--gin_param", action="append", default=[])
@@ -151,7 +164,12 @@ def main() -> None:
         parser.error("--episodes must be >= 1 and --extra_steps >= 0")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     entries = anatomy(
-        args.model_dir, args.checkpoints, args.episodes, args.extra_steps, tuple(args.gin_param)
+        args.model_dir,
+        args.checkpoints,
+        args.episodes,
+        args.extra_steps,
+        tuple(args.gin_param),
+        args.initialisation,
     )
     print(
         "| checkpoint | step t | inner loss | its gradient's size | support loss "

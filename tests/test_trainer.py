@@ -187,6 +187,13 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
     )
     record = experiment.train_and_evaluate(str(tmp_path))
     best = checkpoint_values(tf.train.latest_checkpoint(str(tmp_path / "best")))
+    # restore=False: the weights the trainer started from (same seed, same draw).
+    started = [v.numpy() for v in Trainer(model_dir=str(tmp_path / "fresh")).learner.weights]
+    initial = load_run(str(tmp_path), restore=False)
+    assert initial.checkpoint_step == 0
+    assert started and len(initial.learner.weights) == len(started)
+    for value, expected in zip(initial.learner.weights, started, strict=True):
+        np.testing.assert_array_equal(value.numpy(), expected)
 
     def no_trainer(*args, **kwargs):
         raise AssertionError("load_run must not build a Trainer")

@@ -151,13 +151,18 @@ class LoadedRun(NamedTuple):
     training_state: dict  # step and best validation result of the latest checkpoint
 
 
-def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
+def load_run(
+    model_dir: str, gin_params: tuple[str, ...] = (), *, restore: bool = True
+) -> LoadedRun:
     """Restores a trained run from its operative config and best checkpoint (no trainer,
     optimizer or strategy is built). `gin_params` override bindings (e.g. DATA_DIR).
+    `restore=False`: the learner keeps the initial weights its configuration draws under
+    the run's seed (keras.utils.set_random_seed, as the trainer seeds), checkpoint_step 0.
 
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
     run written by viable-train or holds no checkpoint.
     """
+    import keras
     import tensorflow as tf
 
     run = RunDir(model_dir)
@@ -175,14 +180,17 @@ def load_run(model_dir: str, gin_params: tuple[str, ...] = ()) -> LoadedRun:
     parse([run.operative_config], gin_params)
     bindings = gin.get_bindings("Trainer", resolve_references=False)
     tasks = _evaluate(bindings["tasks"])
-    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
-    tf.train.Checkpoint(learner=learner).read(path).expect_partial()
     settings = {
         name: _evaluate(bindings[name])
         for name in ("seed", "num_steps", "meta_batch_size")
         if name in bindings
     }
-    step = int(path.rsplit("-", 1)[-1])
+    if not restore:
+        keras.utils.set_random_seed(settings.get("seed", 0))
+    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+    if restore:
+        tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+    step = int(path.rsplit("-", 1)[-1]) if restore else 0
     return LoadedRun(learner, tasks, step, run, settings, run.training_state())
 
 
