@@ -3,6 +3,7 @@ direct computation of its hidden activations, a layer switched off counted as de
 the inner-loop table's steps as the learner's own adaptation takes them."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from research.loss_network_anatomy import inner_loop, live_units
@@ -107,3 +108,30 @@ def test_the_inner_loop_table_takes_the_learners_own_steps():
         )
     )
     assert np.isclose(rows[2, 3], accuracy.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
+def test_a_dead_relu_unit_gets_no_meta_gradient_and_a_leaky_one_does(activation):
+    """Why relVIABLE's pair network loses its second layer end to end and does not get it
+    back (docs/omniglot/end_to_end.md): a ReLU unit that is off for every pair passes no
+    meta-gradient to its own weights; a leaky ReLU unit, off alike, still does."""
+    learner = _viable(lambda: RelationLossNetwork(hidden_units=(16, 16), activation=activation), 2)
+    batch = _batches(num=1)[0]
+    live = live_units(learner, [batch])[1]["ever_on"]  # (and builds the network)
+    layer = learner.loss_network.hidden_1
+    bias = layer.bias.numpy()
+    bias[0] = -1e3  # unit 0 of the second layer: off for every pair
+    layer.bias.assign(bias)
+    assert live_units(learner, [batch])[1]["ever_on"] == live - 1
+    with tf.GradientTape() as tape:
+        loss, _ = learner.meta_loss(batch)
+    # A piecewise-linear unit's bias reaches d Lhat / d phi only through which units are
+    # on (SPEC §3.1): no meta-gradient at all; its incoming weights are what can move.
+    kernel_grad = tape.gradient(loss, layer.kernel).numpy()
+    column = np.abs(kernel_grad[:, 0]).sum()
+    others = np.abs(kernel_grad[:, 1:]).sum()
+    assert others > 0
+    if activation == "relu":
+        assert column == 0.0
+    else:
+        assert column > 0.0
