@@ -17,8 +17,9 @@ weights its configuration draws under its seed (as meta-update 0), on the first
   the inner loss's gradient and the support loss's (means over tasks);
 - for a learned loss, each hidden layer of its loss network at phi_0: how many units are
   on for at least one point (or pair) of any episode, how many for more than 1% of them,
-  and the mean fraction of units on. A ReLU unit that is never on passes no gradient, to
-  phi or to its own weights, and stays off.
+  and the mean fraction of units on (activation > 0). A ReLU unit that is never on passes
+  no gradient, to phi or to its own weights, and stays off; for tanh, "on" only says
+  which half of its range a unit is in.
 """
 
 from __future__ import annotations
