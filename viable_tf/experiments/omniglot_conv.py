@@ -46,8 +46,9 @@ from viable_tf.run_dir import RunDir
 CONFIGS = "omniglot_conv"
 METHODS = ("cavia", "simviable", "relviable", "maml", "protonet")
 #: Beyond the table's five, where the time allows (SPEC §9): the prototype head under
-#: CAVIA and simVIABLE, and simVIABLE on MAML; run when named in --methods.
-MORE_METHODS = ("cavia_proto", "simviable_proto", "maml_simviable")
+#: CAVIA and simVIABLE, simVIABLE on MAML, and relVIABLE with a leaky-ReLU pair network;
+#: run when named in --methods.
+MORE_METHODS = ("cavia_proto", "simviable_proto", "maml_simviable", "relviable_leaky")
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
 
