@@ -80,10 +80,18 @@ def inner_loop(learner, batches, steps: int) -> np.ndarray:
 
 def live_units(learner, batches) -> list[dict]:
     """Per hidden layer of the learner's loss network at phi_0: units on for any point or
-    pair, units on for more than 1% of them, the mean fraction on."""
+    pair, units on for more than 1% of them, the mean fraction on. Empty for a learner
+    without an MLP loss network (the task loss itself, or attVIABLE's attention layers)."""
     import tensorflow as tf
 
+    from viable_tf.learners.viable import LearnedInnerLoss
+    from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
+
+    if not isinstance(learner, LearnedInnerLoss):
+        return []
     network = learner.loss_network
+    if not isinstance(network, SimpleLossNetwork | RelationLossNetwork):
+        return []
     on: dict[int, list[np.ndarray]] = {}
 
     def observe(layer: int, activations: tf.Tensor) -> None:
@@ -140,7 +148,7 @@ def anatomy(
         return {
             "step": step,
             "inner_loop": inner_loop(learner, batches, learner.num_inner_steps + extra_steps),
-            "layers": live_units(learner, batches) if hasattr(learner, "loss_network") else [],
+            "layers": live_units(learner, batches),
         }
 
     entries = []

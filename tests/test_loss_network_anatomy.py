@@ -95,6 +95,7 @@ def test_the_inner_loop_table_takes_the_learners_own_steps():
     cavia = CAVIA(
         input_dim=DIM, output_dim=WAYS, task_loss="cross_entropy", context_dim=4, num_inner_steps=2
     )
+    assert live_units(cavia, batches) == []  # no loss network to count
     rows = inner_loop(cavia, batches, steps=2)
     assert rows.shape == (3, 5)
     np.testing.assert_allclose(rows[:, 0], rows[:, 2], rtol=1e-6)  # CAVIA descends L_T itself
