@@ -4,12 +4,19 @@ best and last points, validations since the best (the patience rule stops a run 
 the training wall-clock across resumptions, and the test result once written.
 
     .venv/bin/python tools/e2e_status.py --work_dir /work/runs/e2e
+
+With `--pace 2000,6000,13500`: how far each run's meta-training has gone by those
+meta-updates, beside its validation there: the training query loss (`train/meta_loss`,
+the outer objective, averaged over the summaries of the 1,000 updates up to the step),
+and, per run, the validation curve's unsteadiness (the mean absolute change between
+consecutive validations after the first 5,000 updates, in points).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import os
 
@@ -18,19 +25,61 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from viable_tf.training.checkpoints import WallClock
 
+#: The training query loss is averaged over the summaries of this many updates up to a step.
+PACE_WINDOW = 1000
+#: Unsteadiness is measured on the validations after this many updates (the early rise is
+#: no swing).
+STEADY_AFTER = 5000
 
-def validation_curve(model_dir: str) -> list[tuple[int, float]]:
-    """(step, validation accuracy) from every events file of the run, by step."""
+
+def scalar_curve(model_dir: str, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one scalar summary from every events file of the run, by step (a
+    resumed run's later file wins where steps repeat)."""
     points = {}
     for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents.*"))):
         accumulator = event_accumulator.EventAccumulator(
             path, size_guidance={event_accumulator.TENSORS: 0}
         )
         accumulator.Reload()
-        if "validation/accuracy" in accumulator.Tags()["tensors"]:
-            for event in accumulator.Tensors("validation/accuracy"):
+        if tag in accumulator.Tags()["tensors"]:
+            for event in accumulator.Tensors(tag):
                 points[event.step] = float(tf.make_ndarray(event.tensor_proto))
     return sorted(points.items())
+
+
+def validation_curve(model_dir: str) -> list[tuple[int, float]]:
+    """(step, validation accuracy) from every events file of the run, by step."""
+    return scalar_curve(model_dir, "validation/accuracy")
+
+
+def window_mean(curve: list[tuple[int, float]], step: int, window: int = PACE_WINDOW):
+    """The mean of a curve's points in (step - window, step], None if it has none there."""
+    values = [value for at, value in curve if step - window < at <= step]
+    return sum(values) / len(values) if values else None
+
+
+def unsteadiness(curve: list[tuple[int, float]], after: int = STEADY_AFTER):
+    """Mean absolute change between consecutive validations after `after` updates."""
+    values = [value for at, value in curve if at > after]
+    changes = [abs(b - a) for a, b in itertools.pairwise(values)]
+    return sum(changes) / len(changes) if changes else None
+
+
+def pace(model_dir: str, steps: list[int]) -> dict:
+    """Validation accuracy (%) and training query loss at each step, and unsteadiness."""
+    validation = dict(validation_curve(model_dir))
+    training = scalar_curve(model_dir, "train/meta_loss")
+    row = {"run": os.path.basename(model_dir)}
+    for step in steps:
+        loss = window_mean(training, step)
+        accuracy = validation.get(step)
+        row[str(step)] = (
+            f"{'' if accuracy is None else f'{100 * accuracy:.1f}'} / "
+            f"{'' if loss is None else f'{loss:.3f}'}"
+        )
+    swing = unsteadiness(sorted(validation.items()))
+    row["unsteadiness"] = "" if swing is None else f"{100 * swing:.2f}"
+    return row
 
 
 def status(model_dir: str) -> dict:
@@ -60,13 +109,23 @@ def status(model_dir: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", required=True)
+    parser.add_argument(
+        "--pace",
+        type=lambda text: [int(step) for step in text.split(",")],
+        help="comma-separated meta-updates: validation %% / training query loss at each",
+    )
     args = parser.parse_args()
-    columns = ("run", "step", "validations", "best", "best_at", "last", "since_best")
-    columns += ("wall_clock_h", "test")
+    if args.pace:
+        columns = ("run", *map(str, args.pace), "unsteadiness")
+        report = lambda model_dir: pace(model_dir, args.pace)  # noqa: E731
+    else:
+        columns = ("run", "step", "validations", "best", "best_at", "last", "since_best")
+        columns += ("wall_clock_h", "test")
+        report = status
     print("| " + " | ".join(columns) + " |")
     print("|---" * len(columns) + "|")
     for model_dir in sorted(glob.glob(os.path.join(args.work_dir, "runs", "*"))):
-        row = status(model_dir)
+        row = report(model_dir)
         print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
 
 

@@ -1,0 +1,55 @@
+"""tools/e2e_status.py --pace: a run's training query loss and validation read back from
+its summaries, across the events files of a resumed run."""
+
+import importlib.util
+import os
+
+import pytest
+import tensorflow as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location(
+        "e2e_status", os.path.join(REPO, "tools", "e2e_status.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(model_dir, points):
+    """One events file per call, as each resumption of a run writes its own."""
+    writer = tf.summary.create_file_writer(str(model_dir), filename_suffix=f".{len(points)}")
+    with writer.as_default():
+        for tag, step, value in points:
+            tf.summary.scalar(tag, value, step=step)
+    writer.close()
+
+
+def test_pace_reads_the_window_mean_and_the_validation_at_each_step(tmp_path):
+    run = tmp_path / "runs" / "some_run"
+    run.mkdir(parents=True)
+    # The first session: losses every 100 updates, validations every 500.
+    _write(
+        run,
+        [("train/meta_loss", step, step / 1000) for step in range(100, 1100, 100)]
+        + [("validation/accuracy", 500, 0.5), ("validation/accuracy", 1000, 0.6)],
+    )
+    # Resumed: later points in a second file.
+    _write(
+        run,
+        [("train/meta_loss", step, 2.0) for step in range(1100, 2100, 100)]
+        + [("validation/accuracy", 1500, 0.4), ("validation/accuracy", 2000, 0.7)],
+    )
+    tool = _tool()
+    row = tool.pace(str(run), [1000, 2000, 3000])
+    assert row["run"] == "some_run"
+    # mean of 0.1 .. 1.0 over (0, 1000]; of ten 2.0s over (1000, 2000]; nothing at 3000.
+    assert row["1000"] == "60.0 / 0.550"
+    assert row["2000"] == "70.0 / 2.000"
+    assert row["3000"] == " / "
+    # after 500 updates: 0.6, 0.4, 0.7 -> |changes| 0.2, 0.3 -> 25 points on average.
+    assert tool.unsteadiness(tool.validation_curve(str(run)), after=500) == pytest.approx(0.25)
+    assert tool.unsteadiness([(600, 0.5)], after=500) is None
