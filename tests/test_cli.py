@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from research.meta_gradient_noise import noise
 from research.outlier_influence import influences
 from viable_tf.cli import evaluate as eval_cli
 from viable_tf.cli import export as export_cli
@@ -199,3 +200,41 @@ def test_the_outlier_influence_probe_reads_a_trained_run(trained_run):
     assert found["clean"].max() > 0  # leaving a point out moves the adapted context
     assert np.all((found["share"] >= 0) & (found["share"] <= 1)) and found["share"].shape == (20,)
     assert found["mse"].shape == (20,) and np.all(found["mse"] > 0)
+
+
+def test_the_meta_gradient_noise_probe_reads_a_trained_run(trained_run):
+    """research/meta_gradient_noise.py on a real simVIABLE run: both parts for every
+    checkpoint, the mean of the batches' gradients as a direct computation gives it."""
+
+    from viable_tf.config import load_run
+    from viable_tf.ops import seed_for
+    from viable_tf.training.meta_gradient import weighted_gradients
+
+    model_dir, _ = trained_run
+    entries = noise(str(model_dir), "best", batches=3, seed=5, gin_params=())
+    assert len(entries) == 1 and entries[0]["step"] > 0
+    stats = entries[0]["parts"]
+    assert list(stats) == ["prediction", "loss network"]
+    run = load_run(str(model_dir))
+    learner = run.learner
+    variables = list(learner.trainable_variables)
+    size = run.trainer_settings["meta_batch_size"]
+    grads, losses = [], []
+    for i in range(3):
+        loss, _, g = weighted_gradients(
+            learner, variables, run.tasks.sample(seed_for(5, i), size), 1.0
+        )
+        grads.append(np.concatenate([t.numpy().ravel() for t in g]))
+        losses.append(float(loss))
+    mean = np.mean(grads, 0)
+    own = {id(v) for v in learner.loss_network.trainable_variables}
+    in_loss = np.concatenate([np.full(v.shape.num_elements(), id(v) in own) for v in variables])
+    assert stats["loss network"]["mean_norm"] == pytest.approx(
+        np.linalg.norm(mean[in_loss]), rel=1e-4
+    )
+    assert stats["prediction"]["mean_norm"] == pytest.approx(
+        np.linalg.norm(mean[~in_loss]), rel=1e-4
+    )
+    assert entries[0]["query_loss"] == pytest.approx(np.mean(losses), rel=1e-4)
+    for part in stats.values():
+        assert part["norm"] > 0 and part["snr"] >= 0 and -1 <= part["cos"] <= 1
