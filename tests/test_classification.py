@@ -135,6 +135,13 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     assert splits["test"][0].mean == pytest.approx(record["mean"], abs=1e-6)
     for accuracy, nearest_mean in splits.values():
         assert accuracy.num_tasks == 200 and 0 < accuracy.mean <= 1 and 0 < nearest_mean.mean <= 1
+    # A checkpoint named by path, on the splits asked: the best one's path gives its numbers.
+    best = tf.train.latest_checkpoint(str(tmp_path / "best"))
+    named = split_accuracies(
+        str(tmp_path), 200, (f"DATA_DIR={leo_root!r}",), checkpoint=best, splits=("validation",)
+    )
+    assert list(named) == ["validation"]
+    assert named["validation"][0].mean == pytest.approx(splits["validation"][0].mean, abs=1e-6)
     # The adaptation probe: the adapted accuracy on the same episodes is the test's; CAVIA
     # descends the task loss itself, so its first step is the task's (cosine 1).
     gain = adaptation_gain(str(tmp_path), 200, (f"DATA_DIR={leo_root!r}",))
