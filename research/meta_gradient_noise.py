@@ -2,11 +2,12 @@
 the learner? The question behind relVIABLE's slow and unsteady meta-training end to end
 (docs/omniglot/end_to_end.md, "Why relVIABLE falls behind").
 
-    python -m research.meta_gradient_noise RUN_DIR [--checkpoints all|best] \
+    python -m research.meta_gradient_noise RUN_DIR [--checkpoints all|best|STEP,STEP] \
         [--batches 32] [--seed 1] [--gin_param=DATA_DIR='W/features']
 
 For each checkpoint the run holds (the best one, and the training ones kept in
-D/checkpoints/ unless --checkpoints=best), --batches meta-batches of the run's B training
+D/checkpoints/ unless --checkpoints=best; of those, the meta-updates listed, if
+--checkpoints lists some), --batches meta-batches of the run's B training
 tasks are drawn from the training family (seeds (--seed, i), not the training run's own),
 and the meta-gradient of each (the query loss after the inner loop, before the trainer's
 clipping) is taken. Per part of the learner (its loss network, if it has one, and the
@@ -100,8 +101,14 @@ def noise(
     groups = parts(learner)
     variables = [v for group in groups.values() for v in group]
     draws = [run.tasks.sample(seed_for(seed, i), meta_batch_size) for i in range(batches)]
+    paths = _checkpoints(model_dir, "best" if which == "best" else "all")
+    if which not in ("all", "best"):
+        wanted = {int(step) for step in which.split(",")}
+        paths = [path for path in paths if int(path.rsplit("-", 1)[-1]) in wanted]
+        if not paths:
+            raise FileNotFoundError(f"{model_dir} keeps no checkpoint at meta-update {which}")
     entries = []
-    for path in _checkpoints(model_dir, which):
+    for path in paths:
         tf.train.Checkpoint(learner=learner).read(path).expect_partial()
         flat = {name: [] for name in groups}
         losses = []
@@ -129,13 +136,17 @@ def noise(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model_dir")
-    parser.add_argument("--checkpoints", choices=("all", "best"), default="all")
+    parser.add_argument("--checkpoints", default="all", help="all, best, or STEP,STEP,...")
     parser.add_argument("--batches", type=int, default=32)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gin_param", action="append", default=[])
     args = parser.parse_args()
     if args.batches < 2:
         parser.error("--batches must be >= 2 (a variance needs two)")
+    if args.checkpoints not in ("all", "best") and not all(
+        step.isdigit() for step in args.checkpoints.split(",")
+    ):
+        parser.error(f"--checkpoints must be all, best or STEP,STEP,..., got {args.checkpoints!r}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     entries = noise(
         args.model_dir, args.checkpoints, args.batches, args.seed, tuple(args.gin_param)

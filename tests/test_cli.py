@@ -238,3 +238,10 @@ def test_the_meta_gradient_noise_probe_reads_a_trained_run(trained_run):
     assert entries[0]["query_loss"] == pytest.approx(np.mean(losses), rel=1e-4)
     for part in stats.values():
         assert part["norm"] > 0 and part["snr"] >= 0 and -1 <= part["cos"] <= 1
+    # A checkpoint chosen by its meta-update; one the run does not keep is refused.
+    step = entries[0]["step"]
+    chosen = noise(str(model_dir), str(step), batches=3, seed=5, gin_params=())
+    assert [entry["step"] for entry in chosen] == [step]
+    assert chosen[0]["parts"] == entries[0]["parts"]
+    with pytest.raises(FileNotFoundError, match="no checkpoint at meta-update 7"):
+        noise(str(model_dir), "7", batches=3, seed=5, gin_params=())
