@@ -31,7 +31,7 @@ def _write(model_dir, points):
 def test_pace_reads_the_window_mean_and_the_validation_at_each_step(tmp_path):
     run = tmp_path / "runs" / "some_run"
     run.mkdir(parents=True)
-    # The first session: losses every 100 updates, validations every 500.
+    # Before the interruption: losses every 100 updates, validations every 500.
     _write(
         run,
         [("train/meta_loss", step, step / 1000) for step in range(100, 1100, 100)]
