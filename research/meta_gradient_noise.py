@@ -19,6 +19,11 @@ rest: the prediction network and its context weights), over the batches:
   drawn batches (0 where the correction takes it below 0); an Adam step on one batch
   points where the expected gradient points about as much as this is above 1;
 - `cos`: the mean cosine between the gradients of two different batches;
+- `coherence`: per element, the mean gradient over the root mean square, |E g_i| /
+  sqrt(E g_i^2), averaged over the part's elements: the share of an Adam step (which
+  moves every element by about its rate, whatever its gradient's size) that follows the
+  expected gradient; the rest of each element's step is a random walk, and a part with
+  more elements walks further;
 - `clipped`: the share of the gradient's elements beyond the trainer's elementwise clip
   (`Trainer.clip_value`, if the run has one), on average over batches.
 
@@ -67,6 +72,7 @@ def gradient_statistics(gradients: np.ndarray, clip_value: float | None) -> dict
     unit = gradients / np.maximum(norms, 1e-30)[:, None]
     cosines = unit @ unit.T
     off_diagonal = cosines[~np.eye(count, dtype=bool)]
+    coherence = np.abs(mean) / np.maximum(np.sqrt((gradients**2).mean(0)), 1e-30)
     clipped = (
         float((np.abs(gradients) > clip_value).mean()) if clip_value is not None else float("nan")
     )
@@ -75,6 +81,8 @@ def gradient_statistics(gradients: np.ndarray, clip_value: float | None) -> dict
         "mean_norm": float(np.linalg.norm(mean)),
         "snr": signal / variance if variance > 0 else float("inf"),
         "cos": float(off_diagonal.mean()),
+        "coherence": float(coherence.mean()),
+        "elements": int(gradients.shape[1]),
         "clipped": clipped,
     }
 
@@ -151,14 +159,17 @@ def main() -> None:
     entries = noise(
         args.model_dir, args.checkpoints, args.batches, args.seed, tuple(args.gin_param)
     )
-    print("| checkpoint | query loss | part | \\|g\\| | \\|E g\\| | SNR | cos | clipped |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        "| checkpoint | query loss | part | elements | \\|g\\| | \\|E g\\| | SNR | cos "
+        "| coherence | clipped |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for entry in entries:
         for name, s in entry["parts"].items():
             print(
-                f"| {entry['step']} | {entry['query_loss']:.3f} | {name} | {s['norm']:.3g} "
-                f"| {s['mean_norm']:.3g} | {s['snr']:.3f} | {s['cos']:.3f} "
-                f"| {100 * s['clipped']:.2f}% |"
+                f"| {entry['step']} | {entry['query_loss']:.3f} | {name} | {s['elements']} "
+                f"| {s['norm']:.3g} | {s['mean_norm']:.3g} | {s['snr']:.3f} | {s['cos']:.3f} "
+                f"| {s['coherence']:.3f} | {100 * s['clipped']:.2f}% |"
             )
 
 
