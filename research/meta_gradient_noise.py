@@ -19,11 +19,13 @@ rest: the prediction network and its context weights), over the batches:
   drawn batches (0 where the correction takes it below 0); an Adam step on one batch
   points where the expected gradient points about as much as this is above 1;
 - `cos`: the mean cosine between the gradients of two different batches;
-- `coherence`: per element, the mean gradient over the root mean square, |E g_i| /
-  sqrt(E g_i^2), averaged over the part's elements: the share of an Adam step (which
+- `live`: how many of the part's elements have a gradient at all (a dead ReLU unit's
+  weights have none, and Adam does not move them);
+- `coherence`: per live element, the mean gradient over the root mean square, |E g_i| /
+  sqrt(E g_i^2), averaged over the live elements: the share of an Adam step (which
   moves every element by about its rate, whatever its gradient's size) that follows the
   expected gradient; the rest of each element's step is a random walk, and a part with
-  more elements walks further;
+  more live elements walks further;
 - `clipped`: the share of the gradient's elements beyond the trainer's elementwise clip
   (`Trainer.clip_value`, if the run has one), on average over batches.
 
@@ -72,7 +74,9 @@ def gradient_statistics(gradients: np.ndarray, clip_value: float | None) -> dict
     unit = gradients / np.maximum(norms, 1e-30)[:, None]
     cosines = unit @ unit.T
     off_diagonal = cosines[~np.eye(count, dtype=bool)]
-    coherence = np.abs(mean) / np.maximum(np.sqrt((gradients**2).mean(0)), 1e-30)
+    rms = np.sqrt((gradients**2).mean(0))
+    live = rms > 0
+    coherence = np.abs(mean[live]) / rms[live]
     clipped = (
         float((np.abs(gradients) > clip_value).mean()) if clip_value is not None else float("nan")
     )
@@ -81,8 +85,9 @@ def gradient_statistics(gradients: np.ndarray, clip_value: float | None) -> dict
         "mean_norm": float(np.linalg.norm(mean)),
         "snr": signal / variance if variance > 0 else float("inf"),
         "cos": float(off_diagonal.mean()),
-        "coherence": float(coherence.mean()),
+        "coherence": float(coherence.mean()) if coherence.size else float("nan"),
         "elements": int(gradients.shape[1]),
+        "live": int(live.sum()),
         "clipped": clipped,
     }
 
@@ -160,16 +165,16 @@ def main() -> None:
         args.model_dir, args.checkpoints, args.batches, args.seed, tuple(args.gin_param)
     )
     print(
-        "| checkpoint | query loss | part | elements | \\|g\\| | \\|E g\\| | SNR | cos "
+        "| checkpoint | query loss | part | elements | live | \\|g\\| | \\|E g\\| | SNR | cos "
         "| coherence | clipped |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for entry in entries:
         for name, s in entry["parts"].items():
             print(
                 f"| {entry['step']} | {entry['query_loss']:.3f} | {name} | {s['elements']} "
-                f"| {s['norm']:.3g} | {s['mean_norm']:.3g} | {s['snr']:.3f} | {s['cos']:.3f} "
-                f"| {s['coherence']:.3f} | {100 * s['clipped']:.2f}% |"
+                f"| {s['live']} | {s['norm']:.3g} | {s['mean_norm']:.3g} | {s['snr']:.3f} "
+                f"| {s['cos']:.3f} | {s['coherence']:.3f} | {100 * s['clipped']:.2f}% |"
             )
 
 

@@ -29,11 +29,15 @@ def test_statistics_follow_their_definitions():
     pairs = [unit[i] @ unit[j] for i in range(4) for j in range(4) if i != j]
     assert stats["cos"] == pytest.approx(np.mean(pairs))
     assert stats["clipped"] == pytest.approx(10 / 16)  # 30 and 40 of each, and the two 20s
-    assert stats["elements"] == 4
+    assert stats["elements"] == 4 and stats["live"] == 4
     # Per element |mean| / rms: 30 / sqrt(900.5), 0 / 1 (0 +- 2 twice), 40 / 40, 0 / 14.1.
     rms = np.sqrt((gradients**2).mean(0))
     assert stats["coherence"] == pytest.approx(np.mean(np.abs(signal) / rms))
     assert stats["coherence"] == pytest.approx((30 / np.sqrt(900.5) + 0 + 1 + 0) / 4)
+    # An element without any gradient (a dead unit's weight) is not live and not averaged.
+    dead = gradient_statistics(np.concatenate([gradients, np.zeros((4, 2))], axis=1), None)
+    assert dead["elements"] == 6 and dead["live"] == 4
+    assert dead["coherence"] == pytest.approx(stats["coherence"])
     # Noise larger than the mean can carry: no signal left, SNR 0, not negative.
     assert gradient_statistics(np.array([[1.0, 0.0], [-1.0, 0.0]]), None)["snr"] == 0.0
     assert np.isnan(gradient_statistics(gradients, None)["clipped"])
