@@ -53,3 +53,6 @@ def test_pace_reads_the_window_mean_and_the_validation_at_each_step(tmp_path):
     # after 500 updates: 0.6, 0.4, 0.7 -> |changes| 0.2, 0.3 -> 25 points on average.
     assert tool.unsteadiness(tool.validation_curve(str(run)), after=500) == pytest.approx(0.25)
     assert tool.unsteadiness([(600, 0.5)], after=500) is None
+    # Over a stretch: (500, 1500] holds 0.6 and 0.4.
+    assert tool.unsteadiness(tool.validation_curve(str(run)), 500, 1500) == pytest.approx(0.2)
+    assert tool.pace(str(run), [1000], (500, 1500))["unsteadiness"] == "20.00"

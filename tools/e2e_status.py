@@ -9,7 +9,8 @@ With `--pace 2000,6000,13500`: how far each run's meta-training has gone by thos
 meta-updates, beside its validation there: the training query loss (`train/meta_loss`,
 the outer objective, averaged over the summaries of the 1,000 updates up to the step),
 and, per run, the validation curve's unsteadiness (the mean absolute change between
-consecutive validations after the first 5,000 updates, in points).
+consecutive validations after the first 5,000 updates, in points; `--steady A,B`: between
+A and B updates, to compare runs over the same stretch).
 """
 
 from __future__ import annotations
@@ -58,14 +59,18 @@ def window_mean(curve: list[tuple[int, float]], step: int, window: int = PACE_WI
     return sum(values) / len(values) if values else None
 
 
-def unsteadiness(curve: list[tuple[int, float]], after: int = STEADY_AFTER):
-    """Mean absolute change between consecutive validations after `after` updates."""
-    values = [value for at, value in curve if at > after]
+def unsteadiness(
+    curve: list[tuple[int, float]], after: int = STEADY_AFTER, until: int | None = None
+):
+    """Mean absolute change between consecutive validations in (after, until]."""
+    values = [value for at, value in curve if at > after and (until is None or at <= until)]
     changes = [abs(b - a) for a, b in itertools.pairwise(values)]
     return sum(changes) / len(changes) if changes else None
 
 
-def pace(model_dir: str, steps: list[int]) -> dict:
+def pace(
+    model_dir: str, steps: list[int], steady: tuple[int, int | None] = (STEADY_AFTER, None)
+) -> dict:
     """Validation accuracy (%) and training query loss at each step, and unsteadiness."""
     validation = dict(validation_curve(model_dir))
     training = scalar_curve(model_dir, "train/meta_loss")
@@ -77,7 +82,7 @@ def pace(model_dir: str, steps: list[int]) -> dict:
             f"{'' if accuracy is None else f'{100 * accuracy:.1f}'} / "
             f"{'' if loss is None else f'{loss:.3f}'}"
         )
-    swing = unsteadiness(sorted(validation.items()))
+    swing = unsteadiness(sorted(validation.items()), *steady)
     row["unsteadiness"] = "" if swing is None else f"{100 * swing:.2f}"
     return row
 
@@ -114,10 +119,16 @@ def main() -> None:
         type=lambda text: [int(step) for step in text.split(",")],
         help="comma-separated meta-updates: validation %% / training query loss at each",
     )
+    parser.add_argument(
+        "--steady",
+        type=lambda text: tuple(int(step) for step in text.split(",")),
+        default=(STEADY_AFTER, None),
+        help="A,B: the unsteadiness of --pace over validations after A, up to B updates",
+    )
     args = parser.parse_args()
     if args.pace:
         columns = ("run", *map(str, args.pace), "unsteadiness")
-        report = lambda model_dir: pace(model_dir, args.pace)  # noqa: E731
+        report = lambda model_dir: pace(model_dir, args.pace, args.steady)  # noqa: E731
     else:
         columns = ("run", "step", "validations", "best", "best_at", "last", "since_best")
         columns += ("wall_clock_h", "test")
