@@ -12,6 +12,7 @@ from conftest import unreached_by_design
 from fake_leo import write_fake_leo
 
 from research.adaptation_gain import adaptation_gain
+from research.paired_difference import paired_difference
 from research.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
@@ -142,6 +143,12 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(leo_root,
     )
     assert list(named) == ["validation"]
     assert named["validation"][0].mean == pytest.approx(splits["validation"][0].mean, abs=1e-6)
+    # The paired comparison scores both runs on the test protocol's tasks: a run against
+    # itself differs by exactly 0 on every task, and its mean is the test's number.
+    paired = paired_difference(str(tmp_path), str(tmp_path), None, (f"DATA_DIR={leo_root!r}",))
+    assert paired["a"].mean == pytest.approx(record["mean"], abs=1e-6)
+    assert paired["difference"].mean == 0 and paired["difference"].ci95 == 0
+    assert paired["a"].num == 200 and paired["metric"] == "accuracy"
     # The adaptation probe: the adapted accuracy on the same episodes is the test's; CAVIA
     # descends the task loss itself, so its first step is the task's (cosine 1).
     gain = adaptation_gain(str(tmp_path), 200, (f"DATA_DIR={leo_root!r}",))
@@ -500,3 +507,16 @@ def test_nearest_mean_reference_on_the_same_episodes(tasks):
     queries = batch.query_x.numpy()[0]
     expected = np.argmin(((queries[:, None] - means[None]) ** 2).sum(-1), axis=1)
     np.testing.assert_allclose(result.per_task[0], np.mean(expected == batch.query_y.numpy()[0]))
+
+
+def test_the_paired_comparison_refuses_runs_scored_on_other_tasks(monkeypatch):
+    import research.paired_difference as probe
+
+    tasks = {"a": np.zeros((2, 3)), "b": np.ones((2, 3))}
+    monkeypatch.setattr(
+        probe, "per_task", lambda run, k, params: (np.array([0.5, 0.7]), tasks[run], "accuracy")
+    )
+    with pytest.raises(ValueError, match="not scored on the same test tasks"):
+        probe.paired_difference("a", "b")
+    same = probe.paired_difference("a", "a")
+    assert same["difference"].mean == 0
