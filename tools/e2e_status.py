@@ -33,19 +33,26 @@ PACE_WINDOW = 1000
 STEADY_AFTER = 5000
 
 
-def scalar_curve(model_dir: str, tag: str) -> list[tuple[int, float]]:
-    """(step, value) of one scalar summary from every events file of the run, by step (a
-    resumed run's later file wins where steps repeat)."""
-    points = {}
+def scalar_curves(model_dir: str, *tags: str) -> dict[str, list[tuple[int, float]]]:
+    """Per tag, (step, value) of that scalar summary from every events file of the run, by
+    step (a resumed run's later file wins where steps repeat); each file is read once."""
+    points = {tag: {} for tag in tags}
     for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents.*"))):
         accumulator = event_accumulator.EventAccumulator(
             path, size_guidance={event_accumulator.TENSORS: 0}
         )
         accumulator.Reload()
-        if tag in accumulator.Tags()["tensors"]:
-            for event in accumulator.Tensors(tag):
-                points[event.step] = float(tf.make_ndarray(event.tensor_proto))
-    return sorted(points.items())
+        present = accumulator.Tags()["tensors"]
+        for tag in tags:
+            if tag in present:
+                for event in accumulator.Tensors(tag):
+                    points[tag][event.step] = float(tf.make_ndarray(event.tensor_proto))
+    return {tag: sorted(by_step.items()) for tag, by_step in points.items()}
+
+
+def scalar_curve(model_dir: str, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one scalar summary, as `scalar_curves` reads it."""
+    return scalar_curves(model_dir, tag)[tag]
 
 
 def validation_curve(model_dir: str) -> list[tuple[int, float]]:
@@ -72,8 +79,9 @@ def pace(
     model_dir: str, steps: list[int], steady: tuple[int, int | None] = (STEADY_AFTER, None)
 ) -> dict:
     """Validation accuracy (%) and training query loss at each step, and unsteadiness."""
-    validation = dict(validation_curve(model_dir))
-    training = scalar_curve(model_dir, "train/meta_loss")
+    curves = scalar_curves(model_dir, "validation/accuracy", "train/meta_loss")
+    validation = dict(curves["validation/accuracy"])
+    training = curves["train/meta_loss"]
     row = {"run": os.path.basename(model_dir)}
     for step in steps:
         loss = window_mean(training, step)
