@@ -1,5 +1,6 @@
 """Shared fixtures. TensorFlow logs only errors during tests."""
 
+import importlib.util
 import os
 import sys
 
@@ -66,3 +67,12 @@ def unreached_by_design(learner) -> set[int]:
     if loss_network.activation.__name__ != "relu":
         return set()
     return {id(v) for v in loss_network.trainable_variables if "bias" in v.path}
+
+
+def load_tool(name: str):
+    """tools/<name>.py as a module (the tools are scripts, not a package)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(repo, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

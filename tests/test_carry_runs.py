@@ -1,27 +1,18 @@
 """tools/carry_runs.py: a run carried to a new work directory resumes to the state of
 an uninterrupted one."""
 
-import importlib.util
 import json
-import os
 
 import numpy as np
-from conftest import checkpoint_values
+from conftest import checkpoint_values, load_tool
 
 from viable_tf.learners import CAVIA
 from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "carry_runs", os.path.join(REPO, "tools", "carry_runs.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("carry_runs")
 
 
 def _train(model_dir, num_steps):

@@ -1,22 +1,13 @@
 """tools/e2e_status.py --pace: a run's training query loss and validation read back from
 its summaries, across the events files of a resumed run."""
 
-import importlib.util
-import os
-
 import pytest
 import tensorflow as tf
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import load_tool
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "e2e_status", os.path.join(REPO, "tools", "e2e_status.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("e2e_status")
 
 
 def _write(model_dir, points):
