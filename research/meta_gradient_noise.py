@@ -27,7 +27,7 @@ rest: the prediction network and its context weights), over the batches:
   expected gradient; the rest of each element's step is a random walk, and a part with
   more live elements walks further;
 - `clipped`: the share of the gradient's elements beyond the trainer's elementwise clip
-  (`Trainer.clip_value`, if the run has one), on average over batches.
+  (its `ClipElementwise` limit, if the run has one), on average over batches.
 
 And the mean query loss of the batches (the outer objective at that checkpoint).
 """
@@ -100,15 +100,19 @@ def noise(
     import tensorflow as tf
 
     from research.loss_network_anatomy import _checkpoints
-    from viable_tf.config import load_run
+    from viable_tf.config import evaluate_reference, load_run
     from viable_tf.ops import seed_for
-    from viable_tf.training.meta_gradient import weighted_gradients
+    from viable_tf.training.meta_gradient import ClipElementwise, weighted_gradients
 
     if batches < 2:
         raise ValueError(f"--batches must be >= 2 (a variance needs two), got {batches}")
     run = load_run(model_dir, gin_params)
     bindings = gin.get_bindings("Trainer", resolve_references=False)
-    clip_value = bindings.get("clip_value", default("clip_value"))
+    transforms = bindings.get("gradient_transforms", default("gradient_transforms"))
+    clip_value = next(
+        (t.limit for t in map(evaluate_reference, transforms) if isinstance(t, ClipElementwise)),
+        None,
+    )
     meta_batch_size = run.trainer_settings.get("meta_batch_size", default("meta_batch_size"))
     learner = run.learner
     groups = parts(learner)

@@ -22,7 +22,7 @@ from tolerances import ulps
 
 from viable_tf.learners import VIABLE
 from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer, make_strategy
+from viable_tf.training import ClipElementwise, Trainer, make_strategy
 
 
 def trainer(strategy, clip, **kwargs):
@@ -33,7 +33,7 @@ def trainer(strategy, clip, **kwargs):
         tasks=SineTasks(),
         learner=VIABLE,  # relVIABLE
         seed=3,
-        clip_value=clip,
+        gradient_transforms=() if clip is None else (ClipElementwise(clip),),
         show_progress=False,
         strategy=strategy,
         **{"meta_batch_size": 25, **kwargs},  # 13 + 12 tasks: an uneven split on purpose

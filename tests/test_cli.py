@@ -134,7 +134,7 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, run_
         "--gin_file=gin/sine/cavia.gin",
         "--gin_param=NUM_STEPS=50",
         "--gin_param=Trainer.learning_rate=1e30",
-        "--gin_param=Trainer.clip_value=None",
+        "--gin_param=Trainer.gradient_transforms=[]",
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={tmp_path}",
     ]

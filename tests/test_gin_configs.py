@@ -8,8 +8,8 @@ import os
 import gin
 import pytest
 
-from viable_tf.cli.common import parse_gin
-from viable_tf.training import Trainer
+from viable_tf.cli.common import UsageError, parse_gin
+from viable_tf.training import ClipEachNorm, ClipElementwise, FallBackWhereNonfinite, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(
@@ -106,3 +106,57 @@ def test_a_learner_whose_task_loss_does_not_fit_the_tasks_is_one_line(tmp_path, 
     parse_gin(["gin/sine/cavia.gin"], ["CAVIA.task_loss='cross_entropy'"])
     with pytest.raises(ValueError, match=r"does not fit SineTasks.*CAVIA.task_loss = 'mse'"):
         Trainer(model_dir=str(tmp_path))
+
+
+def test_the_sine_configs_clip_the_meta_gradient_elementwise_at_10(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    parse_gin(["gin/sine/cavia.gin"], [])
+    assert Trainer(model_dir=str(tmp_path)).gradient_transforms == (ClipElementwise(10.0),)
+
+
+@pytest.mark.parametrize(
+    ("retired", "expected"),
+    [
+        (["Trainer.clip_value = 10.0"], (ClipElementwise(10.0),)),
+        (["Trainer.clip_value = None"], ()),
+        (["Trainer.clip_norm = 0.5  # a comment"], (ClipElementwise(10.0), ClipEachNorm(0.5))),
+        (
+            [
+                "Trainer.clip_value = 0.1",
+                "Trainer.clip_norm = 0.1",
+                "Trainer.fall_back_on_nonfinite = True",
+            ],
+            (ClipElementwise(0.1), ClipEachNorm(0.1), FallBackWhereNonfinite()),
+        ),
+        (["Trainer.fall_back_on_nonfinite = False"], (ClipElementwise(10.0),)),
+    ],
+)
+def test_a_config_with_the_retired_clip_settings_reads_as_their_transforms(
+    retired, expected, tmp_path, monkeypatch
+):
+    """An older run's operative config (or a user's config) binding Trainer.clip_value,
+    clip_norm or fall_back_on_nonfinite is read as the gradient transforms they meant,
+    in a file or as --gin_param, whatever the new config binds."""
+    monkeypatch.chdir(REPO)
+    old = tmp_path / "old.gin"
+    cavia = os.path.join(REPO, "gin/sine/cavia.gin")
+    old.write_text(f"include '{cavia}'\n" + "\n".join(retired) + "\n")
+    parse_gin([str(old)], [])
+    assert Trainer(model_dir=str(tmp_path / "a")).gradient_transforms == expected
+    parse_gin(["gin/sine/cavia.gin"], retired)
+    assert Trainer(model_dir=str(tmp_path / "b")).gradient_transforms == expected
+
+
+def test_a_retired_clip_setting_bound_to_a_macro_is_one_line(monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(
+        UsageError, match=r"Trainer.clip_value = %SEED: a retired setting.*gradient_transforms"
+    ):
+        parse_gin(["gin/sine/cavia.gin"], ["Trainer.clip_value = %SEED"])
+
+
+@pytest.mark.parametrize("transform", [ClipElementwise, ClipEachNorm])
+@pytest.mark.parametrize("limit", [0.0, -1.0])
+def test_a_clip_limit_must_be_positive(transform, limit):
+    with pytest.raises(ValueError, match=rf"{transform.__name__}.limit must be > 0, got {limit}"):
+        transform(limit)

@@ -24,7 +24,7 @@ from viable_tf.learners.leo import _Noise, batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
-from viable_tf.training import Trainer
+from viable_tf.training import ClipEachNorm, ClipElementwise, FallBackWhereNonfinite, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N, D = 4, 16
@@ -367,7 +367,11 @@ def test_leo_configs_build(config, config_data, tmp_path, monkeypatch):
         5,
         5,
     )
-    assert (trainer.clip_value, trainer.clip_norm) == (0.1, 0.1)
+    assert trainer.gradient_transforms == (
+        ClipElementwise(0.1),
+        ClipEachNorm(0.1),
+        FallBackWhereNonfinite(),
+    )
     if dim == 640:
         table = LEO_TABLE[shots]
         assert trainer.meta_batch_size == 12
@@ -489,7 +493,7 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
         steps_per_call=12,
         summary_every=4,
         jit_compile=False,
-        fall_back_on_nonfinite=fall_back,
+        gradient_transforms=(FallBackWhereNonfinite(),) if fall_back else (),
         show_progress=False,
     )
     before = [v.numpy() for v in trainer.variables]

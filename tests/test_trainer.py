@@ -21,7 +21,7 @@ from viable_tf.cli import train as train_cli
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import SineTasks
-from viable_tf.training import NonFiniteLossError, Trainer
+from viable_tf.training import ClipElementwise, NonFiniteLossError, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,7 +119,7 @@ def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path)
     good.train()
     saved = checkpoint_values(good.checkpoints.latest.latest_checkpoint)
 
-    exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, clip_value=None)
+    exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, gradient_transforms=())
     with pytest.raises(NonFiniteLossError, match=r"at meta-update 10[1-9].*ckpt-100 is kept"):
         exploding.train()
     assert exploding.checkpoints.latest.latest_checkpoint.endswith("ckpt-100")
@@ -222,7 +222,7 @@ def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path
     trainer = _trainer(
         tmp_path,
         learner=lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw),
-        clip_value=bound,
+        gradient_transforms=(ClipElementwise(bound),),
     )
     batch = trainer.tasks.sample(seed_for(trainer.seed, trainer.step), trainer.meta_batch_size)
     with tf.GradientTape() as tape:
@@ -261,7 +261,7 @@ def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
     6 tasks in passes of 4 + 2 equals the one-pass one (to rounding), with and without
     XLA (the mirrored check runs them inside the training loop)."""
     relviable = lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw)  # noqa: E731
-    common = {"learner": relviable, "meta_batch_size": 6, "clip_value": None}
+    common = {"learner": relviable, "meta_batch_size": 6, "gradient_transforms": ()}
     whole = _trainer(tmp_path / "whole", **common)
     loss, inner, grads = whole.meta_gradients()
     trainer = _trainer(tmp_path / "passes", tasks_per_pass=4, **common)

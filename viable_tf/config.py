@@ -19,6 +19,7 @@ experiments are above it.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Sequence
@@ -36,6 +37,14 @@ if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read (loa
 _INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
 _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
 _MACRO_BINDING = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*=")
+#: Trainer settings that `Trainer.gradient_transforms` replaced, with their old defaults:
+#: a config that binds them (an older run's operative config, say) is read as the
+#: transforms they meant (`_retired_as_transforms`).
+_RETIRED = {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False}
+_RETIRED_BINDING = re.compile(
+    r"^\s*Trainer\.(?P<name>clip_value|clip_norm|fall_back_on_nonfinite)\s*="
+    r"\s*(?P<value>[^#]*?)\s*(#.*)?$"
+)
 
 
 class ConfigError(ValueError):
@@ -93,9 +102,12 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
     gin.clear_config()
     paths = [resolve(name) for name in files]
     macros: set[str] = set()
+    retired: dict[str, str] = {}
     for path in paths:
-        _parse_file(path, macros, stack=())
+        _parse_file(path, macros, retired, stack=())
     for param in params:
+        if _take_retired(param, retired):
+            continue
         match = _MACRO_BINDING.match(param)
         if match and "." not in match.group("name") and match.group("name") not in macros:
             defined = ", ".join(sorted(macros)) or "none"
@@ -104,10 +116,48 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
                 f"defined by the config files; defined macros: {defined}"
             )
         _gin_parse(param, "--gin_param")
+    if retired:
+        _gin_parse(_retired_as_transforms(retired), "the retired Trainer settings")
     return paths
 
 
-def _parse_file(path: Path, macros: set[str], stack: tuple[Path, ...]) -> None:
+def _take_retired(line: str, retired: dict[str, str]) -> bool:
+    """Whether `line` binds a retired Trainer setting (then recorded in `retired`)."""
+    match = _RETIRED_BINDING.match(line)
+    if match:
+        retired[match.group("name")] = match.group("value")
+    return match is not None
+
+
+def _retired_as_transforms(retired: dict[str, str]) -> str:
+    """The `Trainer.gradient_transforms` binding that the retired settings `clip_value`,
+    `clip_norm` and `fall_back_on_nonfinite` (literals as bound; the unbound ones at
+    their old defaults) meant: clip elementwise, then by norm, then fall back."""
+    values = dict(_RETIRED)
+    for name, text in retired.items():
+        try:
+            values[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ConfigError(
+                f"Trainer.{name} = {text}: a retired setting, read only as a literal; bind "
+                "Trainer.gradient_transforms instead (e.g. [@ClipElementwise()] with "
+                "ClipElementwise.limit)"
+            ) from None
+    transforms, lines = [], []
+    if values["clip_value"] is not None:
+        transforms.append("@ClipElementwise()")
+        lines.append(f"ClipElementwise.limit = {values['clip_value']!r}")
+    if values["clip_norm"] is not None:
+        transforms.append("@ClipEachNorm()")
+        lines.append(f"ClipEachNorm.limit = {values['clip_norm']!r}")
+    if values["fall_back_on_nonfinite"]:
+        transforms.append("@FallBackWhereNonfinite()")
+    return "\n".join([f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines])
+
+
+def _parse_file(
+    path: Path, macros: set[str], retired: dict[str, str], stack: tuple[Path, ...]
+) -> None:
     if path in stack:
         chain = " -> ".join(p.name for p in (*stack, path))
         raise ConfigError(f"gin include cycle: {chain}")
@@ -115,6 +165,8 @@ def _parse_file(path: Path, macros: set[str], stack: tuple[Path, ...]) -> None:
     for number, line in enumerate(path.read_text().splitlines(), 1):
         include = _INCLUDE.match(line)
         if include is None:
+            if _take_retired(line, retired):
+                continue
             pending.append(line)
             macro = _MACRO_DEFINITION.match(line)
             if macro:
@@ -128,7 +180,7 @@ def _parse_file(path: Path, macros: set[str], stack: tuple[Path, ...]) -> None:
                 f"{path}:{number}: included file not found: {include.group('name')} "
                 f"(resolved against the including file's folder, {path.parent})"
             )
-        _parse_file(target.resolve(), macros, (*stack, path))
+        _parse_file(target.resolve(), macros, retired, (*stack, path))
     _gin_parse("\n".join(pending), str(path))
 
 
@@ -179,22 +231,24 @@ def load_run(
         )
     parse([run.operative_config], gin_params)
     bindings = gin.get_bindings("Trainer", resolve_references=False)
-    tasks = _evaluate(bindings["tasks"])
+    tasks = evaluate_reference(bindings["tasks"])
     settings = {
-        name: _evaluate(bindings[name])
+        name: evaluate_reference(bindings[name])
         for name in ("seed", "num_steps", "meta_batch_size")
         if name in bindings
     }
     if not restore:
         keras.utils.set_random_seed(settings.get("seed", 0))
-    learner = _evaluate(bindings["learner"])(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
+    learner = evaluate_reference(bindings["learner"])(
+        input_dim=tasks.input_dim, output_dim=tasks.output_dim
+    )
     if restore:
         tf.train.Checkpoint(learner=learner).read(path).expect_partial()
     step = int(path.rsplit("-", 1)[-1]) if restore else 0
     return LoadedRun(learner, tasks, step, run, settings, run.training_state())
 
 
-def _evaluate(reference):
+def evaluate_reference(reference):
     """A gin reference as bound: `@F()` called, `@F` the callable itself."""
     if isinstance(reference, gin.config.ConfigurableReference):
         function = reference.scoped_configurable_fn

@@ -271,7 +271,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         return state
 
     def fallback_gradients(self, variables) -> list[tf.Tensor]:
-        """The update a trainer with `fall_back_on_nonfinite` applies in place of a
+        """The update a trainer's `FallBackWhereNonfinite` applies in place of a
         non-finite meta-gradient: none (zeros), unless a learner says otherwise."""
         return [tf.zeros_like(v) for v in variables]
 

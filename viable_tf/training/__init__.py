@@ -2,9 +2,19 @@
 
 from viable_tf.training.distribute import make_strategy
 from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
+from viable_tf.training.meta_gradient import (
+    ClipEachNorm,
+    ClipElementwise,
+    FallBackWhereNonfinite,
+    GradientTransform,
+)
 from viable_tf.training.trainer import Trainer
 
 __all__ = [
+    "ClipEachNorm",
+    "ClipElementwise",
+    "FallBackWhereNonfinite",
+    "GradientTransform",
     "NonFiniteLossError",
     "Trainer",
     "WorkerLostError",

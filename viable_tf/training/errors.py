@@ -31,7 +31,7 @@ def non_finite_message(checkpoints: str, bad_step: int) -> str:
     return (
         f"meta-loss is not finite (NaN or inf) at meta-update {bad_step}; training "
         f"stopped and {kept}. Expected a finite loss: lower Trainer.learning_rate or "
-        f"the learner's inner_lr, or keep Trainer.clip_value set."
+        f"the learner's inner_lr, or keep the meta-gradient clipped (Trainer.gradient_transforms)."
     )
 
 

@@ -1,12 +1,18 @@
 """The meta-gradient, as composable pieces (in the way optax builds gradient
 transformations): a weighted gradient of a share of the meta-batch, the same computed in
 passes of a few tasks, the sum over replicas (one all-reduce of everything, packed into
-one vector), and elementwise clipping. The trainer wires them; benchmarks and tests can
-use any one alone.
+one vector), and the transforms applied to the sum (clipping elementwise or by norm, the
+non-finite guard), which a trainer takes as a list. The trainer wires them; benchmarks and
+tests can use any one alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple, Protocol
+
+import gin
 import tensorflow as tf
 
 from viable_tf.learners.base import Learner
@@ -97,35 +103,98 @@ def sum_over_replicas(strategy: tf.distribute.Strategy, replica_gradients, batch
     return unpack(summed, variables)
 
 
-def clip_elementwise(grads, clip_value: float | None) -> list[tf.Tensor]:
-    """Each gradient clipped to [-clip_value, clip_value] (None: unchanged), as the public
-    CAVIA code does."""
-    if clip_value is None:
-        return grads
-    return [tf.clip_by_value(g, -clip_value, clip_value) for g in grads]
+class MetaUpdate(NamedTuple):
+    """A meta-update as the gradient transforms pass it on: the meta-loss, the
+    pre-update inner loss, the gradients (one per trainable variable) and `counted`,
+    1.0 for an update that counts in the loss summaries, 0.0 for one that took a
+    fallback."""
+
+    loss: tf.Tensor
+    inner: tf.Tensor
+    grads: list[tf.Tensor]
+    counted: tf.Tensor
 
 
-def clip_each_norm(grads, clip_norm: float | None) -> list[tf.Tensor]:
-    """Each gradient tensor scaled down to l2 norm at most `clip_norm` (None: unchanged),
-    after `clip_elementwise`, as LEO's public code does."""
-    if clip_norm is None:
-        return grads
-    return [tf.clip_by_norm(g, clip_norm) for g in grads]
+class GradientTransform(Protocol):
+    """One piece of the meta-gradient's processing, applied after the sum over replicas
+    (the trainer's `gradient_transforms`, in order, as optax chains its
+    transformations). `falls_back`: the transform may replace an update by the
+    learner's fallback (the trainer then counts such updates, checkpoints and reports
+    the count)."""
+
+    falls_back: ClassVar[bool]
+
+    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate: ...
 
 
-def fall_back_where_nonfinite(loss, inner, grads, fallback):
+def _positive(name: str, limit: float) -> None:
+    if not limit > 0:
+        raise ValueError(f"{name}.limit must be > 0, got {limit}")
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class ClipElementwise:
+    """Each gradient clipped to [-limit, limit], as the public CAVIA code does."""
+
+    limit: float = 10.0
+    falls_back: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _positive("ClipElementwise", self.limit)
+
+    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
+        grads = [tf.clip_by_value(g, -self.limit, self.limit) for g in update.grads]
+        return update._replace(grads=grads)
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class ClipEachNorm:
+    """Each gradient tensor scaled down to l2 norm at most `limit`, as LEO's public code
+    does (after clipping elementwise)."""
+
+    limit: float
+    falls_back: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _positive("ClipEachNorm", self.limit)
+
+    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
+        return update._replace(grads=[tf.clip_by_norm(g, self.limit) for g in update.grads])
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class FallBackWhereNonfinite:
     """LEO's guard (its public code's `grads_and_vars`): where the meta-loss or any
-    gradient is not finite, the update takes `fallback` (the learner's
-    `fallback_gradients`) and the losses count as 0. Returns (loss, inner, gradients,
-    1.0 for a finite update or 0.0)."""
-    finite = tf.reduce_all(
-        tf.stack([tf.math.is_finite(loss)] + [tf.reduce_all(tf.math.is_finite(g)) for g in grads])
-    )
-    grads = [tf.where(finite, g, f) for g, f in zip(grads, fallback, strict=True)]
-    zero = tf.zeros_like(loss)
-    return (
-        tf.where(finite, loss, zero),
-        tf.where(finite, inner, zero),
-        grads,
-        tf.cast(finite, tf.float32),
-    )
+    gradient is not finite, the update takes the learner's `fallback_gradients` and the
+    losses count as 0 (`counted` 0.0). Without it, training stops at the first
+    non-finite meta-loss."""
+
+    falls_back: ClassVar[bool] = True
+
+    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
+        fallback = learner.fallback_gradients(variables)
+        loss, inner, grads = update.loss, update.inner, update.grads
+        finite = tf.reduce_all(
+            tf.stack(
+                [tf.math.is_finite(loss)] + [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+            )
+        )
+        zero = tf.zeros_like(loss)
+        return MetaUpdate(
+            tf.where(finite, loss, zero),
+            tf.where(finite, inner, zero),
+            [tf.where(finite, g, f) for g, f in zip(grads, fallback, strict=True)],
+            update.counted * tf.cast(finite, tf.float32),
+        )
+
+
+def apply_transforms(
+    transforms: Sequence[GradientTransform], update: MetaUpdate, learner: Learner, variables
+) -> MetaUpdate:
+    """`update` through each of `transforms` in turn."""
+    for transform in transforms:
+        update = transform(update, learner, variables)
+    return update

@@ -21,8 +21,6 @@ def check_settings(
     keep_checkpoints: int,
     draw_ahead: int | None,
     tasks_per_pass: int | None,
-    clip_value: float | None,
-    clip_norm: float | None = None,
     jit_compile: bool | str = True,
 ) -> None:
     """Raises ValueError naming the first setting out of its range."""
@@ -43,10 +41,6 @@ def check_settings(
         raise ValueError(f"Trainer.draw_ahead must be >= 1 or None, got {draw_ahead}")
     if tasks_per_pass is not None and tasks_per_pass < 1:
         raise ValueError(f"Trainer.tasks_per_pass must be >= 1 or None, got {tasks_per_pass}")
-    if clip_value is not None and not clip_value > 0:
-        raise ValueError(f"Trainer.clip_value must be > 0 or None, got {clip_value}")
-    if clip_norm is not None and not clip_norm > 0:
-        raise ValueError(f"Trainer.clip_norm must be > 0 or None, got {clip_norm}")
 
 
 def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:

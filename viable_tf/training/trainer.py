@@ -45,9 +45,10 @@ from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
 from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 from viable_tf.training.meta_gradient import (
-    clip_each_norm,
-    clip_elementwise,
-    fall_back_where_nonfinite,
+    ClipElementwise,
+    GradientTransform,
+    MetaUpdate,
+    apply_transforms,
     gradients_in_passes,
     replica_gradients,
     sum_over_replicas,
@@ -79,14 +80,13 @@ class Trainer:
       learning_rate: beta, Adam's initial learning rate ...
       lr_decay_steps, lr_decay_rate: ... multiplied by `lr_decay_rate` every
         `lr_decay_steps` meta-updates (staircase).
-      clip_value: meta-gradients are clipped elementwise to [-clip_value,
-        clip_value], as in the public CAVIA code; None disables clipping.
-      clip_norm: then each gradient tensor to l2 norm <= clip_norm, as in LEO's public
-        code; None (the default) does not.
-      fall_back_on_nonfinite: a meta-update whose loss or gradient is not finite applies
-        the learner's `fallback_gradients` instead and is left out of the loss summaries
-        (LEO's public code does so), counted in `fallback_updates`; False (the default):
-        training stops at the first non-finite meta-loss.
+      gradient_transforms: applied in order to the meta-gradient summed over the
+        meta-batch (meta_gradient.py): the default clips it elementwise to [-10, 10], as
+        the public CAVIA code does; LEO's configs add `ClipEachNorm` and
+        `FallBackWhereNonfinite` (a non-finite update applies the learner's
+        `fallback_gradients` instead, is left out of the loss summaries and counted in
+        `fallback_updates`). Without a fallback, training stops at the first non-finite
+        meta-loss; () leaves the gradient as it is.
       eval_every: meta-validate and checkpoint every this many meta-updates.
       patience: stop after this many validations without improvement (None: never).
       steps_per_call: meta-updates per call of the compiled step function (at most;
@@ -123,9 +123,7 @@ class Trainer:
         learning_rate: float = 1e-3,
         lr_decay_steps: int = 5_000,
         lr_decay_rate: float = 0.9,
-        clip_value: float | None = 10.0,
-        clip_norm: float | None = None,
-        fall_back_on_nonfinite: bool = False,
+        gradient_transforms: Sequence[GradientTransform] = (ClipElementwise(10.0),),
         eval_every: int = 500,
         patience: int | None = None,
         steps_per_call: int = 500,
@@ -149,8 +147,6 @@ class Trainer:
             keep_checkpoints=keep_checkpoints,
             draw_ahead=draw_ahead,
             tasks_per_pass=tasks_per_pass,
-            clip_value=clip_value,
-            clip_norm=clip_norm,
             jit_compile=jit_compile,
         )
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -163,9 +159,9 @@ class Trainer:
         self.num_steps = num_steps
         self.meta_batch_size = meta_batch_size  # B
         self.seed = seed
-        self.clip_value = clip_value
-        self.clip_norm = clip_norm
-        self.fall_back_on_nonfinite = fall_back_on_nonfinite
+        self.gradient_transforms = tuple(gradient_transforms)
+        #: Whether an update may take the learner's fallback (then counted).
+        self.falls_back = any(t.falls_back for t in self.gradient_transforms)
         self.eval_every = eval_every
         self.steps_per_call = steps_per_call
         self.summary_every = summary_every
@@ -184,7 +180,7 @@ class Trainer:
                 self.variables, learning_rate, lr_decay_steps, lr_decay_rate
             )
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            # Updates that took the learner's fallback (fall_back_on_nonfinite only).
+            # Updates that took the learner's fallback (counted where one may).
             self.fallback_updates = tf.Variable(0, dtype=tf.int64, trainable=False)
             self.early_stopping = EarlyStopping(
                 higher_is_better=self.validate.higher_is_better, patience=patience
@@ -194,7 +190,7 @@ class Trainer:
             optimizer=self.optimizer,
             step=self.step,
             **self.early_stopping.checkpoint_items(),
-            **({"fallback_updates": self.fallback_updates} if fall_back_on_nonfinite else {}),
+            **({"fallback_updates": self.fallback_updates} if self.falls_back else {}),
         )
         self.run_dir = RunDir(model_dir)
         self.checkpoints = TrainingCheckpoints(
@@ -232,9 +228,13 @@ class Trainer:
     def meta_gradients(
         self, batch: TaskBatch | None = None
     ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
-        """(meta-loss, inner loss, clipped meta-gradients) on `batch` (default: the tasks
-        of meta-update `step`), summed over replicas: the same, up to rounding, whatever
-        the replica count. Every replica gets the whole batch and takes its share."""
+        """(meta-loss, inner loss, meta-gradients) of `meta_update`."""
+        return self.meta_update(batch)[:3]
+
+    def meta_update(self, batch: TaskBatch | None = None) -> MetaUpdate:
+        """The meta-update on `batch` (default: the tasks of meta-update `step`), summed
+        over replicas (the same, up to rounding, whatever the replica count: every replica
+        gets the whole batch and takes its share), through the `gradient_transforms`."""
         if batch is None:
             batch = self.draw_tasks(self.step)
         share = functools.partial(  # this replica's share of the meta-batch
@@ -246,26 +246,23 @@ class Trainer:
             tasks_per_pass=self.tasks_per_pass,
         )
         loss, inner, grads = sum_over_replicas(self.strategy, share, batch, self.variables)
-        # Clipped after the sum, as on one device.
-        grads = clip_each_norm(clip_elementwise(grads, self.clip_value), self.clip_norm)
-        return loss, inner, grads
+        # Transformed after the sum, as on one device.
+        update = MetaUpdate(loss, inner, grads, tf.constant(1.0))
+        return apply_transforms(self.gradient_transforms, update, self.learner, self.variables)
 
-    def _meta_update(self, batch: TaskBatch) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """One meta-update on `batch`; returns (loss, inner loss, 1 if it counts in the
-        loss summaries else 0)."""
-        loss, inner, grads = self.meta_gradients(batch)
-        counted = tf.constant(1.0)
-        if self.fall_back_on_nonfinite:
-            fallback = self.learner.fallback_gradients(self.variables)
-            loss, inner, grads, counted = fall_back_where_nonfinite(loss, inner, grads, fallback)
-            self.fallback_updates.assign_add(tf.cast(1.0 - counted, tf.int64))
-        self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+    def _apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
+        """One meta-update on `batch`, applied; returns it (its `counted` 1 if it counts
+        in the loss summaries, else 0)."""
+        update = self.meta_update(batch)
+        if self.falls_back:
+            self.fallback_updates.assign_add(tf.cast(1.0 - update.counted, tf.int64))
+        self.optimizer.apply_gradients(zip(update.grads, self.variables, strict=True))
         self.step.assign_add(1)
-        return loss, inner, counted
+        return update
 
     def run_meta_updates(self, num_updates: tf.Tensor):
         """Up to `num_updates` (at most `steps_per_call`) meta-updates; stops at the
-        first non-finite meta-loss (unless `fall_back_on_nonfinite`).
+        first non-finite meta-loss (unless a gradient transform falls back).
 
         The tasks of `tasks_ahead` meta-updates are drawn in one go (the same tasks
         as drawn one update at a time), then the updates run on them.
@@ -298,7 +295,7 @@ class Trainer:
             def body(i, sums, first_bad):
                 segment = self.step.read_value() // every - first_segment
                 batch = TaskBatch(*(t[i - start] for t in block))
-                loss, inner, counted = self._meta_update(batch)
+                loss, inner, _, counted = self._apply_meta_update(batch)
                 row = segments.point(loss, inner, counted)
                 sums = tf.tensor_scatter_nd_add(sums, [[segment]], [row])
                 first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
@@ -332,7 +329,7 @@ class Trainer:
                 early_stopping=self.early_stopping,
                 checkpoints=self.checkpoints,
                 summaries=self.summaries,
-                fallback_updates=self.fallback_updates if self.fall_back_on_nonfinite else None,
+                fallback_updates=self.fallback_updates if self.falls_back else None,
             )
         ]
         if self.chief and self.figure_every:

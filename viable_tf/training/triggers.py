@@ -80,7 +80,7 @@ class Validation(Trigger):
         self.early_stopping = early_stopping
         self.checkpoints = checkpoints
         self.summaries = summaries
-        self.fallback_updates = fallback_updates  # counted where fall_back_on_nonfinite
+        self.fallback_updates = fallback_updates  # counted where a transform falls back
         self.last: float | None = None
 
     def __call__(self, step: int) -> None:
