@@ -279,8 +279,7 @@ def test_a_cosine_config_is_its_prototype_config_on_normalised_skip_features(con
     extra = sorted(line.split(".", 1)[1] for line in cosine - proto)
     assert not proto - cosine
     assert extra == [
-        "normalize_features = True",
-        "skip_inputs = True",
+        "features = [@SkipInputs(), @Normalize()]",
         "temperature = 0.1",  # PrototypeHead's
     ], extra
 

@@ -21,7 +21,7 @@ from serving.client import Client
 from serving.server import ServerOptions, options_from_flags
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, VIABLE
-from viable_tf.networks import PredictionNetwork, SimpleLossNetwork
+from viable_tf.networks import PredictionNetwork, SimpleLossNetwork, SkipInputs
 from viable_tf.tasks import SineTasks
 from viable_tf.training import Trainer
 
@@ -306,7 +306,7 @@ def classifier_server(tmp_path_factory):
         inner_lr=0.1,
         task_loss="cross_entropy",
         head="prototypes",
-        network=lambda **kw: PredictionNetwork(hidden_units=(32,), skip_inputs=True, **kw),
+        network=lambda **kw: PredictionNetwork(hidden_units=(32,), features=[SkipInputs()], **kw),
     )
     base = str(tmp_path_factory.mktemp("models") / "glyphs")
     export_saved_model(learner, base, featurizer=featurizer, input_shape=(16, 16, 1))

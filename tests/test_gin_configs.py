@@ -9,6 +9,8 @@ import gin
 import pytest
 
 from viable_tf.cli.common import UsageError, parse_gin
+from viable_tf.config import evaluate_reference
+from viable_tf.networks import Normalize, SkipInputs
 from viable_tf.training import ClipEachNorm, ClipElementwise, FallBackWhereNonfinite, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -160,3 +162,30 @@ def test_a_retired_clip_setting_bound_to_a_macro_is_one_line(monkeypatch):
 def test_a_clip_limit_must_be_positive(transform, limit):
     with pytest.raises(ValueError, match=rf"{transform.__name__}.limit must be > 0, got {limit}"):
         transform(limit)
+
+
+@pytest.mark.parametrize(
+    ("retired", "expected"),
+    [
+        (["skip_inputs = False", "normalize_features = False"], []),
+        (["skip_inputs = True"], [SkipInputs()]),
+        (["normalize_features = True", "skip_inputs = True"], [SkipInputs(), Normalize()]),
+        (
+            ["skip_inputs = True", "context_scales_inputs = True", "normalize_features = True"],
+            [SkipInputs(context_scaled=True), Normalize()],
+        ),
+    ],
+)
+def test_a_config_with_the_retired_feature_flags_reads_as_their_parts(
+    retired, expected, monkeypatch
+):
+    """PredictionNetwork's retired skip_inputs, normalize_features and
+    context_scales_inputs (in an older run's operative config) read as the feature parts
+    they meant, in their old order."""
+    monkeypatch.chdir(REPO)
+    parse_gin(
+        ["gin/omniglot/cavia_proto_5way1shot.gin"],
+        [f"PredictionNetwork.{line}" for line in retired],
+    )
+    bound = gin.query_parameter("PredictionNetwork.features")
+    assert [evaluate_reference(reference) for reference in bound] == expected

@@ -5,7 +5,13 @@ import tensorflow as tf
 from tolerances import assert_within_ulps
 
 from viable_tf import hardware
-from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
+from viable_tf.networks import (
+    Normalize,
+    PredictionNetwork,
+    RelationLossNetwork,
+    SimpleLossNetwork,
+    SkipInputs,
+)
 
 
 def _numpy_mlp(x, kernels, biases):
@@ -47,6 +53,14 @@ def test_prediction_network_without_context():
     "layer",
     [
         lambda: PredictionNetwork(input_dim=1, output_dim=2, context_dim=3, hidden_units=(5,)),
+        lambda: PredictionNetwork(
+            input_dim=1,
+            output_dim=2,
+            context_dim=3,
+            hidden_units=(5,),
+            output_layer=False,
+            features=[SkipInputs(context_scaled=True), Normalize()],
+        ),
         lambda: SimpleLossNetwork(hidden_units=(4, 3), output_activation="softplus"),
         lambda: RelationLossNetwork(hidden_units=(4, 3, 2)),
     ],
@@ -239,8 +253,7 @@ def test_the_prediction_network_reads_its_weights_by_name():
         context_dim=2,
         hidden_units=(4,),
         output_layer=False,
-        skip_inputs=True,
-        context_scales_inputs=True,
+        features=[SkipInputs(context_scaled=True)],
     )
     assert net.param_names == (
         "kernel_x",

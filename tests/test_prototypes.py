@@ -18,9 +18,11 @@ from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, LinearHead, Prot
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import (
     AttentionLossNetwork,
+    Normalize,
     PredictionNetwork,
     RelationLossNetwork,
     SimpleLossNetwork,
+    SkipInputs,
 )
 from viable_tf.tasks import TaskBatch
 
@@ -275,7 +277,7 @@ def test_export_serves_the_prototype_head_and_refuses_an_empty_class(tmp_path):
 
 @pytest.mark.parametrize("name", ["cavia", "maml_simviable"])
 def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
-    """With skip_inputs the features are [x; s relu(h)], s = 1e-3 at first: before any
+    """With SkipInputs the features are [x; s relu(h)], s = 1e-3 at first: before any
     inner step the prediction is the nearest class mean of the inputs themselves (the
     reference without meta-learning), and s gets a meta-gradient."""
     keras.utils.set_random_seed(4)
@@ -285,7 +287,7 @@ def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
         num_inner_steps=0,
         task_loss="cross_entropy",
         head="prototypes",
-        network=lambda **kw: PredictionNetwork(hidden_units=(24,), skip_inputs=True, **kw),
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), features=[SkipInputs()], **kw),
     )
     batch = _episodes()
     assert learner.network.feature_dim == D + 24
@@ -299,13 +301,16 @@ def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
     np.testing.assert_array_equal(logits.numpy().argmax(-1), nearest)
     (grad,) = tape.gradient(loss, [learner.network.feature_scale])
     assert grad is not None and np.all(grad.numpy() != 0)
-    with pytest.raises(ValueError, match="skip_inputs=True is for a network without"):
-        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, skip_inputs=True)
+    with pytest.raises(
+        ValueError,
+        match=r"features \[SkipInputs\(context_scaled=False\)\] are for a network without",
+    ):
+        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, features=[SkipInputs()])
 
 
 @pytest.mark.parametrize("name", ["cavia", "maml"])
 def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_class_means(name):
-    """normalize_features=True l2-normalises the features: with skip_inputs and zero inner
+    """Normalize() l2-normalises the features: after SkipInputs() and with zero inner
     steps the prediction is the nearest class mean of the l2-normalised inputs, and the
     logits (before the temperature) are bounded: squared distances of unit vectors lie
     in [0, 4], so |logit| <= 4 + 1 = 5 whatever the inputs' scale."""
@@ -317,7 +322,7 @@ def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_cl
         task_loss="cross_entropy",
         head="prototypes",
         network=lambda **kw: PredictionNetwork(
-            hidden_units=(24,), skip_inputs=True, normalize_features=True, **kw
+            hidden_units=(24,), features=[SkipInputs(), Normalize()], **kw
         ),
     )
     batch = _episodes()
@@ -336,20 +341,19 @@ def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_cl
     clear = ordered[..., 1] - ordered[..., 0] > 1e-2  # ties within the skip's 1e-3 excluded
     assert clear.mean() > 0.9
     np.testing.assert_array_equal(logits.argmax(-1)[clear], nearest[clear])
-    with pytest.raises(ValueError, match="normalize_features=True is for a network without"):
-        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, normalize_features=True)
+    with pytest.raises(ValueError, match=r"features \[Normalize\(\)\] are for a network without"):
+        PredictionNetwork(input_dim=2, output_dim=3, context_dim=0, features=[Normalize()])
 
 
 def test_the_context_scales_the_skipped_inputs_per_task():
-    """context_scales_inputs=True: the features are [x * (1 + phi W_s); s relu(h)]. At
+    """SkipInputs(context_scaled=True): the features are [x * (1 + phi W_s); s relu(h)]. At
     phi_0 = 0 they are the features without it, exactly (same weights); at another phi
     they match NumPy, per task weights (MAML's form) too; CAVIA's inner loop moves phi
     and so the predictions, and W_s gets a meta-gradient."""
     keras.utils.set_random_seed(6)
     kw = dict(input_dim=D, output_dim=N, context_dim=8, hidden_units=(24,), output_layer=False)
-    kw["skip_inputs"] = True
-    scaled = PredictionNetwork(context_scales_inputs=True, normalize_features=True, **kw)
-    plain = PredictionNetwork(normalize_features=True, **kw)
+    scaled = PredictionNetwork(features=[SkipInputs(context_scaled=True), Normalize()], **kw)
+    plain = PredictionNetwork(features=[SkipInputs(), Normalize()], **kw)
     for weight, source in zip(plain.params, scaled.params, strict=False):
         weight.assign(source)
     batch = _episodes()
@@ -357,13 +361,13 @@ def test_the_context_scales_the_skipped_inputs_per_task():
     zero = tf.zeros([x.shape[0], 8])
     np.testing.assert_array_equal(scaled(x, zero).numpy(), plain(x, zero).numpy())
     phi = np.random.default_rng(1).normal(size=(x.shape[0], 8)).astype("float32")
-    raw = PredictionNetwork(context_scales_inputs=True, **kw)
+    raw = PredictionNetwork(features=[SkipInputs(context_scaled=True)], **kw)
     for weight, source in zip(raw.params, scaled.params, strict=True):
         weight.assign(source)
     gamma = 1.0 + phi @ scaled.kernel_input_scale.numpy()  # [B, D]
     got = raw(x, tf.constant(phi)).numpy()
     np.testing.assert_allclose(got[..., :D], x.numpy() * gamma[:, None, :], rtol=1e-5, atol=1e-6)
-    hidden = PredictionNetwork(**kw)
+    hidden = PredictionNetwork(features=[SkipInputs()], **kw)
     for weight, source in zip(hidden.params, raw.params, strict=False):
         weight.assign(source)
     np.testing.assert_array_equal(got[..., D:], hidden(x, tf.constant(phi)).numpy()[..., D:])
@@ -382,9 +386,7 @@ def test_the_context_scales_the_skipped_inputs_per_task():
         head_temperature=0.1,
         network=lambda **k: PredictionNetwork(
             hidden_units=(24,),
-            skip_inputs=True,
-            normalize_features=True,
-            context_scales_inputs=True,
+            features=[SkipInputs(context_scaled=True), Normalize()],
             **k,
         ),
     )
@@ -397,10 +399,15 @@ def test_the_context_scales_the_skipped_inputs_per_task():
     assert np.abs(logits.numpy() - learner.predict(start, batch.query_x).numpy()).max() > 1e-4
     (grad,) = tape.gradient(loss, [learner.network.kernel_input_scale])
     assert grad is not None and np.abs(grad.numpy()).max() > 0
-    for bad in (dict(skip_inputs=False), dict(context_dim=0)):
-        args = {**kw, **bad}
-        with pytest.raises(ValueError, match="context_scales_inputs=True scales the skipped"):
-            PredictionNetwork(context_scales_inputs=True, **args)
+    with pytest.raises(
+        ValueError, match=r"context_scaled=True\) scales the skipped.*context_dim=0"
+    ):
+        PredictionNetwork(features=[SkipInputs(context_scaled=True)], **{**kw, "context_dim": 0})
+    for bad in ([SkipInputs(), SkipInputs(context_scaled=True)], [Normalize(), Normalize()]):
+        with pytest.raises(ValueError, match="each feature part at most once"):
+            PredictionNetwork(features=bad, **kw)
+    with pytest.raises(ValueError, match="features must be SkipInputs or Normalize parts"):
+        PredictionNetwork(features=["normalize"], **kw)
 
 
 def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():

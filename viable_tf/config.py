@@ -37,13 +37,22 @@ if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read (loa
 _INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
 _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
 _MACRO_BINDING = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*=")
-#: Trainer settings that `Trainer.gradient_transforms` replaced, with their old defaults:
-#: a config that binds them (an older run's operative config, say) is read as the
-#: transforms they meant (`_retired_as_transforms`).
-_RETIRED = {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False}
+#: Settings that composed parts replaced, with their old defaults: a config that binds
+#: them (an older run's operative config, say) is read as the parts they meant
+#: (`_retired_as_parts`): Trainer's clipping flags as `Trainer.gradient_transforms`,
+#: PredictionNetwork's feature flags as `PredictionNetwork.features`.
+_RETIRED = {
+    "Trainer": {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False},
+    "PredictionNetwork": {
+        "skip_inputs": False,
+        "normalize_features": False,
+        "context_scales_inputs": False,
+    },
+}
 _RETIRED_BINDING = re.compile(
-    r"^\s*Trainer\.(?P<name>clip_value|clip_norm|fall_back_on_nonfinite)\s*="
-    r"\s*(?P<value>[^#]*?)\s*(#.*)?$"
+    r"^\s*(?P<configurable>Trainer|PredictionNetwork)\.(?P<name>"
+    + "|".join(name for names in _RETIRED.values() for name in names)
+    + r")\s*=\s*(?P<value>[^#]*?)\s*(#.*)?$"
 )
 
 
@@ -102,7 +111,7 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
     gin.clear_config()
     paths = [resolve(name) for name in files]
     macros: set[str] = set()
-    retired: dict[str, str] = {}
+    retired: dict[str, dict[str, str]] = {}
     for path in paths:
         _parse_file(path, macros, retired, stack=())
     for param in params:
@@ -117,32 +126,47 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
             )
         _gin_parse(param, "--gin_param")
     if retired:
-        _gin_parse(_retired_as_transforms(retired), "the retired Trainer settings")
+        _gin_parse(_retired_as_parts(retired), "the retired settings")
     return paths
 
 
-def _take_retired(line: str, retired: dict[str, str]) -> bool:
-    """Whether `line` binds a retired Trainer setting (then recorded in `retired`)."""
+def _take_retired(line: str, retired: dict[str, dict[str, str]]) -> bool:
+    """Whether `line` binds a retired setting (then recorded in `retired`)."""
     match = _RETIRED_BINDING.match(line)
-    if match:
-        retired[match.group("name")] = match.group("value")
-    return match is not None
+    if match and match.group("name") in _RETIRED[match.group("configurable")]:
+        retired.setdefault(match.group("configurable"), {})[match.group("name")] = match.group(
+            "value"
+        )
+        return True
+    return False
 
 
-def _retired_as_transforms(retired: dict[str, str]) -> str:
-    """The `Trainer.gradient_transforms` binding that the retired settings `clip_value`,
-    `clip_norm` and `fall_back_on_nonfinite` (literals as bound; the unbound ones at
-    their old defaults) meant: clip elementwise, then by norm, then fall back."""
-    values = dict(_RETIRED)
-    for name, text in retired.items():
-        try:
-            values[name] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            raise ConfigError(
-                f"Trainer.{name} = {text}: a retired setting, read only as a literal; bind "
-                "Trainer.gradient_transforms instead (e.g. [@ClipElementwise()] with "
-                "ClipElementwise.limit)"
-            ) from None
+def _retired_as_parts(retired: dict[str, dict[str, str]]) -> str:
+    """The bindings that the retired settings (literals as bound; the unbound ones of the
+    same configurable at their old defaults) meant: `Trainer.gradient_transforms` (clip
+    elementwise, then by norm, then fall back) and `PredictionNetwork.features` (the
+    skipped input, context-scaled or not, then the normalisation)."""
+    lines = []
+    for configurable, bound in retired.items():
+        values = dict(_RETIRED[configurable])
+        for name, text in bound.items():
+            try:
+                values[name] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                new = (
+                    "Trainer.gradient_transforms"
+                    if configurable == "Trainer"
+                    else ("PredictionNetwork.features")
+                )
+                raise ConfigError(
+                    f"{configurable}.{name} = {text}: a retired setting, read only as a "
+                    f"literal; bind {new} instead (docs/ARCHITECTURE.md)"
+                ) from None
+        lines += (_trainer_parts if configurable == "Trainer" else _network_parts)(values)
+    return "\n".join(lines)
+
+
+def _trainer_parts(values: dict) -> list[str]:
     transforms, lines = [], []
     if values["clip_value"] is not None:
         transforms.append("@ClipElementwise()")
@@ -152,11 +176,21 @@ def _retired_as_transforms(retired: dict[str, str]) -> str:
         lines.append(f"ClipEachNorm.limit = {values['clip_norm']!r}")
     if values["fall_back_on_nonfinite"]:
         transforms.append("@FallBackWhereNonfinite()")
-    return "\n".join([f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines])
+    return [f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines]
+
+
+def _network_parts(values: dict) -> list[str]:
+    parts, lines = [], []
+    if values["skip_inputs"]:
+        parts.append("@SkipInputs()")
+        lines.append(f"SkipInputs.context_scaled = {bool(values['context_scales_inputs'])!r}")
+    if values["normalize_features"]:
+        parts.append("@Normalize()")
+    return [f"PredictionNetwork.features = [{', '.join(parts)}]", *lines]
 
 
 def _parse_file(
-    path: Path, macros: set[str], retired: dict[str, str], stack: tuple[Path, ...]
+    path: Path, macros: set[str], retired: dict[str, dict[str, str]], stack: tuple[Path, ...]
 ) -> None:
     if path in stack:
         chain = " -> ".join(p.name for p in (*stack, path))

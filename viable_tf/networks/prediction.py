@@ -15,25 +15,26 @@ MAML adapts the weights themselves, one copy per task, with a leading B axis.
 With `output_layer=False` the network ends at its last hidden layer (after the ReLU):
 the features on which a learner puts an output layer of its own per task, such as
 the prototype head (`learners/prototypes.py`), which starts at the support set's
-class means in this space. With `skip_inputs=True` as well, the features are the input
-beside the hidden layer, [x; s * relu(h)], with a learned scale s that starts at
-SKIP_SCALE_INIT = 1e-3: the prototype head then starts (all but) as the nearest class
-mean of the inputs themselves, and meta-learning decides how much of the learned
-features to add. (Not at 0: s enters the head's logits squared, so its gradient at 0 is
-exactly zero and it would never move.) With `normalize_features=True` the features are
-l2-normalised last (a cosine space: the prototype head's squared distances lie in [0, 4],
-so its softmax stays soft under a temperature below 1 and the inner loop keeps a gradient).
-With `context_scales_inputs=True` (and `skip_inputs`) the task context also scales the
-input beside the hidden layer dimension by dimension, [x * (1 + phi W_s); s * relu(h)]
-(FiLM's gamma, as CAVIA conditions its classifier's features on phi), W_s [C, D]
-meta-learned: at phi_0 = 0 the features are unchanged, and adapting phi re-weights the
-input's dimensions per task (a task-specific metric under the prototype head).
+class means in this space. Parts composed after it (`features`, in order) change what
+it ends with. With `SkipInputs()` the features are the input beside the hidden layer,
+[x; s * relu(h)], with a learned scale s that starts at SKIP_SCALE_INIT = 1e-3: the
+prototype head then starts (all but) as the nearest class mean of the inputs
+themselves, and meta-learning decides how much of the learned features to add. (Not at
+0: s enters the head's logits squared, so its gradient at 0 is exactly zero and it would
+never move.) With `Normalize()` after it the features are l2-normalised last (a cosine
+space: the prototype head's squared distances lie in [0, 4], so its softmax stays soft
+under a temperature below 1 and the inner loop keeps a gradient). With
+`SkipInputs(context_scaled=True)` the task context also scales the input beside the
+hidden layer dimension by dimension, [x * (1 + phi W_s); s * relu(h)] (FiLM's gamma, as
+CAVIA conditions its classifier's features on phi), W_s [C, D] meta-learned: at
+phi_0 = 0 the features are unchanged, and adapting phi re-weights the input's dimensions
+per task (a task-specific metric under the prototype head).
 
 The network is composed of its MLP (the split first layer, hidden layers, and the output
-layer unless `output_layer=False`) and, without an output layer, the feature parts its
-flags name, in order: `SkipInputs` (with `context_scales_inputs`, context-scaled) and
-`Normalize`. Each part declares its weights (created after the MLP's, in order) and its
-width, and computes its step of `forward`.
+layer unless `output_layer=False`) and, without an output layer, the feature parts of
+`features`, in order (gin: `PredictionNetwork.features = [@SkipInputs(), @Normalize()]`).
+Each part declares its weights (created after the MLP's, in order) and its width, and
+computes its step of `forward`.
 
 Shape legend: B tasks, P points per task (K or Q), D input dim, C context dim,
 H hidden units, Y output dim.
@@ -41,9 +42,11 @@ H hidden units, Y output dim.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 
+import gin
 import keras
 import tensorflow as tf
 
@@ -51,7 +54,7 @@ from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.networks import initializers
 
-#: The learned scale of the hidden features beside the input (`skip_inputs`) starts here.
+#: The learned scale of the hidden features beside the input (`SkipInputs`) starts here.
 SKIP_SCALE_INIT = 1e-3
 #: l2_normalize's floor on the squared norm (an all-zero ReLU feature vector stays 0).
 NORMALIZE_EPSILON = 1e-12
@@ -71,14 +74,16 @@ def _add_bias(inputs: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     return inputs + bias[:, None, :]
 
 
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
 class SkipInputs:
     """The input beside the last hidden layer's features, [x; s * relu(h)], with a learned
     scale s (`feature_scale` [1], from SKIP_SCALE_INIT); `context_scaled`: the input also
     scaled by the task context dimension by dimension, x * (1 + phi W_s) (FiLM's gamma,
-    `kernel_input_scale` [C, D], so that at phi = 0 the input is unchanged)."""
+    `kernel_input_scale` [C, D], so that at phi = 0 the input is unchanged; it needs a
+    context, C >= 1)."""
 
-    def __init__(self, *, context_scaled: bool = False) -> None:
-        self.context_scaled = bool(context_scaled)
+    context_scaled: bool = False
 
     def width(self, net: PredictionNetwork, width: int) -> int:
         return width + net.input_dim
@@ -105,6 +110,8 @@ class SkipInputs:
         return tf.concat([x, scale * h], axis=-1)  # [B, P, D + H]
 
 
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
 class Normalize:
     """The features l2-normalised (a cosine space)."""
 
@@ -126,9 +133,9 @@ class PredictionNetwork(keras.layers.Layer):
     Weights, in order (the `params` list of `forward`): first layer
     `kernel_x` [D, H], `kernel_context` [C, H] (only if C > 0), `bias` [H]; then a
     `kernel` [H, H'] and `bias` [H'] per further layer, the last one to Y outputs;
-    then `feature_scale` [1] (`skip_inputs`) and `kernel_input_scale` [C, D]
-    (`context_scales_inputs`). `param_names` names them in that order, and `forward`
-    reads a list of them by name (`named`).
+    then the feature parts' weights, `feature_scale` [1] (`SkipInputs`) and
+    `kernel_input_scale` [C, D] (`SkipInputs(context_scaled=True)`). `param_names`
+    names them in that order, and `forward` reads a list of them by name (`named`).
     """
 
     def __init__(
@@ -142,9 +149,7 @@ class PredictionNetwork(keras.layers.Layer):
         kernel_initializer: str | dict | keras.initializers.Initializer | None = None,
         bias_initializer: str | dict | keras.initializers.Initializer | None = None,
         output_layer: bool = True,
-        skip_inputs: bool = False,
-        normalize_features: bool = False,
-        context_scales_inputs: bool = False,
+        features: Sequence[SkipInputs | Normalize] = (),
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -160,24 +165,26 @@ class PredictionNetwork(keras.layers.Layer):
                 "a network without its output layer needs a hidden layer (its features); "
                 "got hidden_units=()"
             )
-        self.output_layer = bool(output_layer)
-        self.skip_inputs = bool(skip_inputs)
-        self.normalize_features = bool(normalize_features)
-        self.context_scales_inputs = bool(context_scales_inputs)
-        #: What follows the last hidden layer's ReLU without an output layer, in order.
-        self.feature_parts: tuple[SkipInputs | Normalize, ...] = (
-            *((SkipInputs(context_scaled=context_scales_inputs),) if skip_inputs else ()),
-            *((Normalize(),) if normalize_features else ()),
-        )
-        for flag, on in (("skip_inputs", skip_inputs), ("normalize_features", normalize_features)):
-            if on and output_layer:
-                raise ValueError(f"{flag}=True is for a network without its output layer")
-        if context_scales_inputs and not (skip_inputs and context_dim):
+        features = tuple(features)
+        for part in features:
+            if not isinstance(part, SkipInputs | Normalize):
+                raise ValueError(f"features must be SkipInputs or Normalize parts, got {part!r}")
+        if features and output_layer:
             raise ValueError(
-                "context_scales_inputs=True scales the skipped input by the context: it needs "
-                f"skip_inputs=True and context_dim >= 1, got skip_inputs={skip_inputs}, "
-                f"context_dim={context_dim}"
+                f"features {list(features)} are for a network without its output layer "
+                "(output_layer=False)"
             )
+        kinds = [type(part).__name__ for part in features]
+        if len(set(kinds)) < len(kinds):
+            raise ValueError(f"each feature part at most once, got {list(features)}")
+        if SkipInputs(context_scaled=True) in features and not context_dim:
+            raise ValueError(
+                "SkipInputs(context_scaled=True) scales the skipped input by the context: it "
+                f"needs context_dim >= 1, got context_dim={context_dim}"
+            )
+        self.output_layer = bool(output_layer)
+        #: What follows the last hidden layer's ReLU without an output layer, in order.
+        self.feature_parts: tuple[SkipInputs | Normalize, ...] = features
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.context_dim = context_dim
@@ -227,7 +234,7 @@ class PredictionNetwork(keras.layers.Layer):
     @property
     def feature_dim(self) -> int:
         """Width of what `forward` returns without an output layer: the last hidden layer
-        (and the input beside it, with `skip_inputs`)."""
+        (and the input beside it, with `SkipInputs`)."""
         width = self.hidden_units[-1] if self.hidden_units else self.input_dim
         for part in self.feature_parts:
             width = part.width(self, width)
@@ -300,11 +307,22 @@ class PredictionNetwork(keras.layers.Layer):
             kernel_initializer=_serialize(self.kernel_initializer),
             bias_initializer=_serialize(self.bias_initializer),
             output_layer=self.output_layer,
-            skip_inputs=self.skip_inputs,
-            normalize_features=self.normalize_features,
-            context_scales_inputs=self.context_scales_inputs,
+            features=[
+                {"part": type(part).__name__, **dataclasses.asdict(part)}
+                for part in self.feature_parts
+            ],
         )
         return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> PredictionNetwork:
+        config = dict(config)
+        parts = {"SkipInputs": SkipInputs, "Normalize": Normalize}
+        config["features"] = [
+            parts[part["part"]](**{k: v for k, v in part.items() if k != "part"})
+            for part in config.get("features", ())
+        ]
+        return cls(**config)
 
 
 def _serialize(initializer):
