@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -37,27 +37,64 @@ if TYPE_CHECKING:  # TensorFlow is imported only where a checkpoint is read (loa
 _INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<name>.+?)\1\s*(#.*)?$""")
 _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
 _MACRO_BINDING = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*=")
-#: Settings that composed parts replaced, with their old defaults: a config that binds
-#: them (an older run's operative config, say) is read as the parts they meant
-#: (`_retired_as_parts`): Trainer's clipping flags as `Trainer.gradient_transforms`,
-#: PredictionNetwork's feature flags as `PredictionNetwork.features`.
-_RETIRED = {
-    "Trainer": {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False},
-    "PredictionNetwork": {
-        "skip_inputs": False,
-        "normalize_features": False,
-        "context_scales_inputs": False,
-    },
-}
-_RETIRED_BINDING = re.compile(
-    r"^\s*(?P<configurable>Trainer|PredictionNetwork)\.(?P<name>"
-    + "|".join(name for names in _RETIRED.values() for name in names)
-    + r")\s*=\s*(?P<value>[^#]*?)\s*(#.*)?$"
-)
+
+
+class _Retired(NamedTuple):
+    """A configurable's retired settings: their old defaults, the binding that replaced
+    them, and the bindings their values meant (`_retired_as_parts`)."""
+
+    defaults: dict
+    replaced_by: str
+    parts: Callable[[dict], list[str]]
 
 
 class ConfigError(ValueError):
     """A config that cannot be found or parsed; its message is one line."""
+
+
+def _trainer_parts(values: dict) -> list[str]:
+    """clip_value, clip_norm, fall_back_on_nonfinite as gradient transforms, in that order."""
+    transforms, lines = [], []
+    if values["clip_value"] is not None:
+        transforms.append("@ClipElementwise()")
+        lines.append(f"ClipElementwise.limit = {values['clip_value']!r}")
+    if values["clip_norm"] is not None:
+        transforms.append("@ClipEachNorm()")
+        lines.append(f"ClipEachNorm.limit = {values['clip_norm']!r}")
+    if values["fall_back_on_nonfinite"]:
+        transforms.append("@FallBackWhereNonfinite()")
+    return [f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines]
+
+
+def _network_parts(values: dict) -> list[str]:
+    """skip_inputs (context-scaled or not), then normalize_features, as feature parts."""
+    parts, lines = [], []
+    if values["skip_inputs"]:
+        parts.append("@SkipInputs()")
+        lines.append(f"SkipInputs.context_scaled = {bool(values['context_scales_inputs'])!r}")
+    if values["normalize_features"]:
+        parts.append("@Normalize()")
+    return [f"PredictionNetwork.features = [{', '.join(parts)}]", *lines]
+
+
+#: Settings that composed parts replaced: a config that binds them (an older run's
+#: operative config, say) is read as the parts they meant.
+_RETIRED = {
+    "Trainer": _Retired(
+        {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False},
+        "Trainer.gradient_transforms",
+        _trainer_parts,
+    ),
+    "PredictionNetwork": _Retired(
+        {"skip_inputs": False, "normalize_features": False, "context_scales_inputs": False},
+        "PredictionNetwork.features",
+        _network_parts,
+    ),
+}
+_RETIRED_BINDING = re.compile(
+    rf"^\s*(?P<configurable>{'|'.join(_RETIRED)})\.(?P<name>\w+)"
+    r"\s*=\s*(?P<value>[^#]*?)\s*(#.*)?$"
+)
 
 
 def config_roots() -> list[Path]:
@@ -133,12 +170,10 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
 def _take_retired(line: str, retired: dict[str, dict[str, str]]) -> bool:
     """Whether `line` binds a retired setting (then recorded in `retired`)."""
     match = _RETIRED_BINDING.match(line)
-    if match and match.group("name") in _RETIRED[match.group("configurable")]:
-        retired.setdefault(match.group("configurable"), {})[match.group("name")] = match.group(
-            "value"
-        )
-        return True
-    return False
+    if match is None or match["name"] not in _RETIRED[match["configurable"]].defaults:
+        return False
+    retired.setdefault(match["configurable"], {})[match["name"]] = match["value"]
+    return True
 
 
 def _retired_as_parts(retired: dict[str, dict[str, str]]) -> str:
@@ -148,45 +183,18 @@ def _retired_as_parts(retired: dict[str, dict[str, str]]) -> str:
     skipped input, context-scaled or not, then the normalisation)."""
     lines = []
     for configurable, bound in retired.items():
-        values = dict(_RETIRED[configurable])
+        spec = _RETIRED[configurable]
+        values = dict(spec.defaults)
         for name, text in bound.items():
             try:
                 values[name] = ast.literal_eval(text)
             except (ValueError, SyntaxError):
-                new = (
-                    "Trainer.gradient_transforms"
-                    if configurable == "Trainer"
-                    else ("PredictionNetwork.features")
-                )
                 raise ConfigError(
                     f"{configurable}.{name} = {text}: a retired setting, read only as a "
-                    f"literal; bind {new} instead (docs/ARCHITECTURE.md)"
+                    f"literal; bind {spec.replaced_by} instead (docs/ARCHITECTURE.md)"
                 ) from None
-        lines += (_trainer_parts if configurable == "Trainer" else _network_parts)(values)
+        lines += spec.parts(values)
     return "\n".join(lines)
-
-
-def _trainer_parts(values: dict) -> list[str]:
-    transforms, lines = [], []
-    if values["clip_value"] is not None:
-        transforms.append("@ClipElementwise()")
-        lines.append(f"ClipElementwise.limit = {values['clip_value']!r}")
-    if values["clip_norm"] is not None:
-        transforms.append("@ClipEachNorm()")
-        lines.append(f"ClipEachNorm.limit = {values['clip_norm']!r}")
-    if values["fall_back_on_nonfinite"]:
-        transforms.append("@FallBackWhereNonfinite()")
-    return [f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines]
-
-
-def _network_parts(values: dict) -> list[str]:
-    parts, lines = [], []
-    if values["skip_inputs"]:
-        parts.append("@SkipInputs()")
-        lines.append(f"SkipInputs.context_scaled = {bool(values['context_scales_inputs'])!r}")
-    if values["normalize_features"]:
-        parts.append("@Normalize()")
-    return [f"PredictionNetwork.features = [{', '.join(parts)}]", *lines]
 
 
 def _parse_file(

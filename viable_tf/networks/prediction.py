@@ -125,6 +125,10 @@ class Normalize:
         return tf.math.l2_normalize(h, axis=-1, epsilon=NORMALIZE_EPSILON)
 
 
+#: The feature parts a network can end with, by name (`features`, `get_config`).
+FEATURE_PARTS = {part.__name__: part for part in (SkipInputs, Normalize)}
+
+
 @keras_configurable
 @keras.saving.register_keras_serializable(package="viable_tf")
 class PredictionNetwork(keras.layers.Layer):
@@ -167,7 +171,7 @@ class PredictionNetwork(keras.layers.Layer):
             )
         features = tuple(features)
         for part in features:
-            if not isinstance(part, SkipInputs | Normalize):
+            if not isinstance(part, tuple(FEATURE_PARTS.values())):
                 raise ValueError(f"features must be SkipInputs or Normalize parts, got {part!r}")
         if features and output_layer:
             raise ValueError(
@@ -317,9 +321,8 @@ class PredictionNetwork(keras.layers.Layer):
     @classmethod
     def from_config(cls, config: dict) -> PredictionNetwork:
         config = dict(config)
-        parts = {"SkipInputs": SkipInputs, "Normalize": Normalize}
         config["features"] = [
-            parts[part["part"]](**{k: v for k, v in part.items() if k != "part"})
+            FEATURE_PARTS[part["part"]](**{k: v for k, v in part.items() if k != "part"})
             for part in config.get("features", ())
         ]
         return cls(**config)
