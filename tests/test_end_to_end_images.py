@@ -289,3 +289,84 @@ def test_relviable_on_penultimate_features_exports_and_reloads_in_plain_tensorfl
     np.testing.assert_allclose(
         out["logits"].numpy(), learner.predict(state, query_x).numpy(), rtol=1e-5, atol=1e-6
     )
+
+
+# -- the driver's report: every finished run of the work directory ---------------------
+
+
+def _finished(work_dir, run, accuracy, validation, sweep=()):
+    """A run directory as viable-train and viable-eval leave it."""
+    run_dir = RunDir(os.path.join(work_dir, "runs", run))
+    os.makedirs(run_dir.path)
+    record = {
+        "mean": accuracy,
+        "ci95": 0.01,
+        "best_validation_accuracy": validation,
+        "steps_trained": 3000,
+        "checkpoint_step": 2500,
+        "train_and_eval_seconds": 60.0,
+        "train_wall_clock_seconds": 50.0,
+        "hparams": {"num_steps": 100000},
+    }
+    with open(run_dir.results, "w") as f:
+        json.dump(record, f)
+    for k in sweep:
+        with open(run_dir.evaluation(k), "w") as f:
+            json.dump({"mean": accuracy + k / 1000, "ci95": 0.01}, f)
+
+
+def test_the_drivers_report_holds_every_finished_run_whichever_invocation_trained_it(
+    tmp_path, monkeypatch
+):
+    """Invocations with disjoint --methods run at once, one per core, and each rewrites
+    W/results.md: each must write the whole table (and pick the run to serve among all),
+    not only its own runs."""
+    from viable_tf.experiments import omniglot, omniglot_conv
+
+    work_dir = str(tmp_path)
+    _finished(work_dir, "protonet_5way5shot", 0.98, 0.97, sweep=range(1, 10))
+    _finished(work_dir, "simviable_5way1shot", 0.88, 0.89)
+    _finished(work_dir, "maml_5way5shot", 0.88, 0.89, sweep=(1, 2))  # its sweep unfinished
+    os.makedirs(os.path.join(work_dir, "runs", "cavia_20way1shot"))  # training, no results
+    trained = []
+
+    def train(work_dir, run, params, configs):  # this invocation's run, as training ends
+        trained.append(run)
+        _finished(work_dir, run, 0.85, 0.87)
+
+    monkeypatch.setattr(omniglot_conv, "prepare_pixels", lambda data_dir, work_dir: {})
+    monkeypatch.setattr(omniglot, "train", train)
+    monkeypatch.setattr(omniglot, "sweep", lambda *args: None)
+    monkeypatch.setattr(omniglot_conv, "export", lambda *args: None)
+    monkeypatch.setattr(
+        omniglot, "reference", lambda work_dir, s, episodes, configs: {"mean": 0.5, "ci95": 0.01}
+    )
+    monkeypatch.setattr(
+        "sys.argv",
+        ["omniglot_conv", f"--work_dir={work_dir}", "--methods=cavia", "--settings=5way1shot"],
+    )
+    assert omniglot_conv._main() == 0
+    assert trained == ["cavia_5way1shot"]
+
+    summary = omniglot.read_json(os.path.join(work_dir, "results.json"))
+    assert sorted(summary["runs"]) == [
+        "cavia_5way1shot",
+        "maml_5way5shot",
+        "protonet_5way5shot",
+        "simviable_5way1shot",
+    ]
+    assert summary["settings"] == ["5way1shot", "5way5shot"]
+    assert summary["methods"] == ["cavia", "simviable", "maml", "protonet"]
+    # The run to serve per setting: the best on validation among every run of it.
+    assert summary["served"] == {
+        "5way1shot": "simviable_5way1shot",
+        "5way5shot": "protonet_5way5shot",
+    }
+    assert "by_shots" in summary["runs"]["protonet_5way5shot"]
+    assert "by_shots" not in summary["runs"]["maml_5way5shot"]
+    with open(os.path.join(work_dir, "results.md")) as f:
+        text = f.read()
+    assert "| CAVIA | 85.0 ± 1.0 |  |" in text  # no 5-shot run: its cell stays empty
+    assert "| Prototypical Network |  | 98.0 ± 1.0 |" in text
+    assert "| Prototypical Network | 98.1 ± 1.0 |" in text  # the sweep at K = 1
+    assert "| MAML | 88.1" not in text  # an unfinished sweep is no row

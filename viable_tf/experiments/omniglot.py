@@ -65,6 +65,7 @@ LABELS.update({f"{method}_cosine": f"{label}, cosine head" for method, label in 
 LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
 # End to end (gin/omniglot_conv/): the conv net's prototype head with no inner steps.
 LABELS["protonet"] = "Prototypical Network"
+LABELS["relviable_leaky"] = "relVIABLE, leaky-ReLU pairs"
 
 
 def read_json(path: str) -> dict:
@@ -233,6 +234,28 @@ def reference(work_dir: str, setting: str, test_episodes: int, configs: str = CO
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 
+def finished_runs(work_dir: str, methods: tuple[str, ...], settings: tuple[str, ...]) -> dict:
+    """Every run of `methods` x `settings` under W/runs that has its results, as
+    {run: results} with the 1..9-shot sweep ("by_shots") of a 5-way 5-shot run once it is
+    complete: the runs of one work directory make one table, however many invocations
+    (one per core) trained them."""
+    runs = {}
+    for setting in settings:
+        for method in methods:
+            run = f"{method}_{setting}"
+            run_dir = RunDir(os.path.join(work_dir, "runs", run))
+            if not os.path.exists(run_dir.results):
+                continue
+            record = run_dir.read_results()
+            swept = [run_dir.evaluation(k) for k in SWEEP_SHOTS]
+            if setting == "5way5shot" and all(os.path.exists(path) for path in swept):
+                record["by_shots"] = {
+                    str(k): read_json(p) for k, p in zip(SWEEP_SHOTS, swept, strict=True)
+                }
+            runs[run] = record
+    return runs
+
+
 def best_by_validation(runs: dict[str, dict], setting: str) -> str:
     """The run of `setting` with the best meta-validation accuracy (ties: the first)."""
     candidates = [name for name in runs if name.endswith(f"_{setting}")]
@@ -250,8 +273,8 @@ def report(summary: dict) -> str:
     lines = ["### Omniglot test accuracy (%), mean ± 95% CI", ""]
     lines.append("| method | " + " | ".join(settings) + " |")
     lines.append("|---|" + "---:|" * len(settings))
-    for method in methods:
-        cells = [_cell(runs[f"{method}_{s}"]) for s in settings]
+    for method in methods:  # a cell without a finished run stays empty
+        cells = [_cell(runs[f"{method}_{s}"]) if f"{method}_{s}" in runs else "" for s in settings]
         lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
     if summary.get("reference"):
         cells = [_cell(summary["reference"][s]) for s in settings]

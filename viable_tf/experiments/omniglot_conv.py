@@ -27,8 +27,9 @@ Stages, each skipped when its output exists:
               drawings of the test alphabets and their licence in assets.extra/examples/:
               W/export/<run>/<version>/ (serve it: viable-serve --model_base_path=...);
               W/results.json names the best on validation per setting ("served")
-Then W/results.json and W/results.md, with the time per meta-update of each run and the
-nearest class mean of the (l2-normalised) pixels on the same test episodes.
+Then W/results.json and W/results.md: every finished run of W/runs (whichever invocation
+trained it), with the time per meta-update of each run and the nearest class mean of the
+(l2-normalised) pixels on the same test episodes.
 """
 
 from __future__ import annotations
@@ -170,29 +171,31 @@ def _main() -> int:
     start = time.perf_counter()
     pixels = prepare_pixels(args.data_dir, args.work_dir)
     params = run_params(args)
-    summary: dict = {"methods": list(methods), "settings": list(settings), "runs": {}}
     for setting in settings:
         for method in methods:
             run = f"{method}_{setting}"
             omniglot.train(args.work_dir, run, params, configs=CONFIGS)
-            model_dir = os.path.join(args.work_dir, "runs", run)
-            record = RunDir(model_dir).read_results()
             if setting == "5way5shot":  # the paper's sweep: tested at 1..9 shots
                 omniglot.sweep(args.work_dir, run, omniglot.SWEEP_SHOTS)
-                record["by_shots"] = {
-                    str(k): omniglot.read_json(RunDir(model_dir).evaluation(k))
-                    for k in omniglot.SWEEP_SHOTS
-                }
             export(args.work_dir, args.data_dir, run)
-            summary["runs"][run] = record
-            print(f"{run}: {100 * summary['runs'][run]['mean']:.1f}%", flush=True)
+            record = RunDir(os.path.join(args.work_dir, "runs", run)).read_results()
+            print(f"{run}: {100 * record['mean']:.1f}%", flush=True)
+    # The report: every finished run of the work directory, this invocation's and those of
+    # others (one per core), so that W/results.md is the whole table whichever ends last.
+    runs = omniglot.finished_runs(args.work_dir, METHODS + MORE_METHODS, SETTINGS)
+    summary: dict = {
+        "methods": [m for m in METHODS + MORE_METHODS if any(f"{m}_{s}" in runs for s in SETTINGS)],
+        "settings": [s for s in SETTINGS if any(r.endswith(f"_{s}") for r in runs)],
+        "runs": runs,
+    }
     # Every run is exported; the one to serve per setting: the best on validation.
-    summary["served"] = {s: omniglot.best_by_validation(summary["runs"], s) for s in settings}
+    summary["served"] = {s: omniglot.best_by_validation(runs, s) for s in summary["settings"]}
     for setting, run in summary["served"].items():
         print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's
     summary["reference"] = {
-        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS) for s in settings
+        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS)
+        for s in summary["settings"]
     }
     summary.update(
         sweep_shots=list(omniglot.SWEEP_SHOTS),
