@@ -13,8 +13,9 @@ weights its configuration draws under its seed (as meta-update 0), on the first
 
 - the inner loop, step by step from phi_0 (the trained number of steps, then
   --extra_steps more at the same rate): the inner loss the learner descends, the size of
-  its gradient in phi, the true support loss, the query accuracy, and the cosine between
-  the inner loss's gradient and the support loss's (means over tasks);
+  its gradient in phi, the true support loss and the size of its gradient, the query
+  accuracy, and the cosine between the inner loss's gradient and the support loss's
+  (means over tasks);
 - for a learned loss, each hidden layer of its loss network at phi_0: how many units are
   on for at least one point (or pair) of any episode, how many for more than 1% of them,
   and the mean fraction of units on (activation > 0). A ReLU unit that is never on passes
@@ -50,8 +51,9 @@ def _checkpoints(model_dir: str, which: str) -> list[str]:
 
 
 def inner_loop(learner, batches, steps: int) -> np.ndarray:
-    """[steps + 1, 5]: per step from phi_0, the means over tasks of (inner loss, |d inner
-    loss / d phi|, support loss, query accuracy, cos(d inner / d phi, d support / d phi))."""
+    """[steps + 1, 6]: per step from phi_0, the means over tasks of (inner loss, |d inner
+    loss / d phi|, support loss, query accuracy, cos(d inner / d phi, d support / d phi),
+    |d support loss / d phi|): how large the learned step is beside the task's own."""
     import tensorflow as tf
 
     from viable_tf.evaluation.classification import query_accuracy
@@ -69,12 +71,13 @@ def inner_loop(learner, batches, steps: int) -> np.ndarray:
                 inner_total, task_total = tf.reduce_sum(inner), tf.reduce_sum(task)
             g_inner = tape.gradient(inner_total, state.context)
             g_task = tape.gradient(task_total, state.context)
-            norm = tf.norm(g_inner, axis=1)
-            cosine = tf.reduce_sum(g_inner * g_task, 1) / (norm * tf.norm(g_task, axis=1) + 1e-12)
+            norm, task_norm = tf.norm(g_inner, axis=1), tf.norm(g_task, axis=1)
+            cosine = tf.reduce_sum(g_inner * g_task, 1) / (norm * task_norm + 1e-12)
             accuracy = query_accuracy(learner, state, batch)
-            per_step.append(np.stack([t.numpy() for t in (inner, norm, task, accuracy, cosine)]))
+            values = (inner, norm, task, accuracy, cosine, task_norm)
+            per_step.append(np.stack([t.numpy() for t in values]))
             state = state.replace(context=state.context - learner.inner_lr * g_inner)
-        rows.append(np.stack(per_step))  # [steps + 1, 5, B]
+        rows.append(np.stack(per_step))  # [steps + 1, 6, B]
     return np.concatenate(rows, axis=-1).mean(-1)
 
 
@@ -182,14 +185,15 @@ def main() -> None:
     )
     print(
         "| checkpoint | step t | inner loss | its gradient's size | support loss "
-        "| query accuracy (%) | cos with the support loss's gradient |"
+        "| its gradient's size | query accuracy (%) | cos with the support loss's gradient |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for entry in entries:
-        for t, (inner, norm, task, accuracy, cosine) in enumerate(entry["inner_loop"]):
+        for t, row in enumerate(entry["inner_loop"]):
+            inner, norm, task, accuracy, cosine, task_norm = row
             print(
                 f"| {entry['step']} | {t} | {inner:.3f} | {norm:.3f} | {task:.3f} "
-                f"| {100 * accuracy:.1f} | {cosine:.2f} |"
+                f"| {task_norm:.3f} | {100 * accuracy:.1f} | {cosine:.2f} |"
             )
     if any(entry["layers"] for entry in entries):
         print()

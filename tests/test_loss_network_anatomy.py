@@ -97,9 +97,10 @@ def test_the_inner_loop_table_takes_the_learners_own_steps():
     )
     assert live_units(cavia, batches) == []  # no loss network to count
     rows = inner_loop(cavia, batches, steps=2)
-    assert rows.shape == (3, 5)
+    assert rows.shape == (3, 6)
     np.testing.assert_allclose(rows[:, 0], rows[:, 2], rtol=1e-6)  # CAVIA descends L_T itself
     np.testing.assert_allclose(rows[:, 4], 1.0, atol=1e-5)
+    np.testing.assert_allclose(rows[:, 5], rows[:, 1], rtol=1e-5)  # ... so both steps are one
     adapted, losses = cavia.adapt(*support, return_inner_losses=True)
     np.testing.assert_allclose(rows[:2, 0], tf.reduce_mean(losses, 1).numpy(), rtol=1e-5)
     accuracy = tf.reduce_mean(
