@@ -24,6 +24,13 @@ default, which is the paper's method: `include_task_loss=False` drops L_T from
 f_j, and `input_scale=s` feeds x/s, y_hat/s, y/s and L_T/s^2 (s = 5 maps sine's
 ranges to about [-1, 1]).
 
+`residual=True` (beyond the paper; off by default) learns the inner loss as a correction
+to the task loss: the inner loss is the support set's mean task loss plus Lhat_psi, so a
+loss network whose output starts at zero (`output_init='zeros'`) starts as the base
+learner's own step and meta-training learns what to change. Without it the learned step
+carries no information until meta-training has aligned it with the task's, and end to
+end at 20 ways the network's logits went deaf to phi first (docs/omniglot/end_to_end.md).
+
 `class_order='canonical'` (classification) makes the learned loss invariant to the
 episode's arbitrary numbering of the classes, as the cross-entropy is: the N logits
 are given labelled class first, then the other N - 1 in decreasing order, and the
@@ -48,6 +55,7 @@ from viable_tf.learners.cavia import CAVIA
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
 from viable_tf.networks.loss_networks import RelationLossNetwork
+from viable_tf.ops import masked_mean
 
 #: How a classifier's per-point features order the N classes: as the episode numbers
 #: them (the paper's layout: N logits and the one-hot label) or canonically.
@@ -74,6 +82,7 @@ class LearnedInnerLoss:
         class_order: str = "episode",
         pair_inputs: str = "x",
         gradient_agreement: bool = False,
+        residual: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -95,6 +104,7 @@ class LearnedInnerLoss:
                 "(VIABLE on CAVIA)"
             )
         self.gradient_agreement = gradient_agreement
+        self.residual = residual
         self.loss_network = loss_network()  # Lhat_psi
         # Y, or N for a one-hot label; none when the label is the logits' first position.
         label_dim = 0 if class_order == "canonical" else self.output_dim
@@ -130,6 +140,7 @@ class LearnedInnerLoss:
             "class_order": self.class_order,
             "pair_inputs": self.pair_inputs,
             "gradient_agreement": self.gradient_agreement,
+            "residual": self.residual,
         }
 
     def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
@@ -160,7 +171,13 @@ class LearnedInnerLoss:
         if self.gradient_agreement:
             agreement = self.gradient_agreement_features(state, support_x, support_y, support_mask)
             features = tf.concat([features, agreement], axis=-1)  # [B, K, F]
-        return self.loss_network(features, support_mask)  # [B]
+        learned = self.loss_network(features, support_mask)  # [B]
+        if not self.residual:
+            return learned
+        # The base learner's own inner loss (the task loss, or its robust stand-in) on the
+        # same predictions, plus the learned correction.
+        task = masked_mean(self.inner_task_loss(y_hat, support_y), support_mask, axis=1)
+        return task + learned  # [B]
 
     def gradient_agreement_features(self, state, support_x, support_y, support_mask):
         """[B, K, 2], constants: for each support point j, the cosine between g_j, the
