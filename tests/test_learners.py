@@ -269,3 +269,35 @@ def test_the_adapted_state_nests_by_its_parts():
     chosen = either(tf.constant(True))
     assert isinstance(chosen, AdaptedState) and float(chosen.context[0, 0]) == 2
     assert AdaptedState(context=context).in_parts(["weights", "head"]) == [False]
+
+
+@pytest.mark.parametrize(
+    "base, learned",
+    [
+        (CAVIA, lambda **kw: VIABLE(loss_network=_zero(RelationLossNetwork), **kw)),
+        (MAML, lambda **kw: MAMLVIABLE(loss_network=_zero(SimpleLossNetwork), **kw)),
+    ],
+)
+def test_a_residual_learned_loss_from_zero_adapts_as_its_base_learner(base, learned):
+    """`residual=True` adds the learned loss to the base learner's own inner loss, so with
+    the loss network's output from zero the inner loop is the base learner's, on CAVIA
+    and on MAML alike (the same prediction network, drawn first under one seed)."""
+    batch = _batch()
+    support = (batch.support_x, batch.support_y, batch.support_mask)
+    tf.keras.utils.set_random_seed(5)
+    plain = base(input_dim=1, output_dim=1)
+    tf.keras.utils.set_random_seed(5)
+    residual = learned(input_dim=1, output_dim=1, residual=True)
+    expected = tf.nest.flatten(plain.adapt(*support))
+    got = tf.nest.flatten(residual.adapt(*support))
+    assert len(got) == len(expected)
+    for ours, theirs in zip(got, expected, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+    assert any(
+        np.abs(t.numpy() - s.numpy()).max() > 1e-4
+        for t, s in zip(expected, tf.nest.flatten(plain.start_state(*support)), strict=True)
+    )  # the base learner's steps move the state: the match is not two unmoved states
+
+
+def _zero(network):
+    return lambda: network(hidden_units=(8, 8), output_init="zeros")

@@ -507,3 +507,23 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
     after = {v.path: v.numpy() for v in trainer.variables}
     assert all(np.all(np.isfinite(value)) for value in after.values())
     assert not np.array_equal(after[trainer.learner.decoder_kernel.path], before[4])
+
+
+def test_a_residual_learned_loss_from_zero_steps_as_leo_does():
+    """`residual=True` on LEO: the learned loss added to LEO's summed task loss, so with
+    the loss network's output from zero the latent and fine-tuning steps are LEO's."""
+    batch = _episodes()
+    plain = _learner("leo")
+    keras.utils.set_random_seed(4)
+    residual = LEOVIABLE(
+        loss_network=lambda: RelationLossNetwork(hidden_units=(16,), output_init="zeros"),
+        residual=True,
+        learned_finetuning=True,
+        input_dim=D,
+        output_dim=N,
+        num_latents=8,
+        num_latent_steps=2,
+        num_finetuning_steps=2,
+    )
+    for ours, theirs in zip(residual.adapt(*batch[:3]), plain.adapt(*batch[:3]), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
