@@ -234,28 +234,6 @@ def reference(work_dir: str, setting: str, test_episodes: int, configs: str = CO
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 
-def finished_runs(work_dir: str, methods: tuple[str, ...], settings: tuple[str, ...]) -> dict:
-    """Every run of `methods` x `settings` under W/runs that has its results, as
-    {run: results} with the 1..9-shot sweep ("by_shots") of a 5-way 5-shot run once it is
-    complete: the runs of one work directory make one table, however many invocations
-    (one per core) trained them."""
-    runs = {}
-    for setting in settings:
-        for method in methods:
-            run = f"{method}_{setting}"
-            run_dir = RunDir(os.path.join(work_dir, "runs", run))
-            if not os.path.exists(run_dir.results):
-                continue
-            record = run_dir.read_results()
-            swept = [run_dir.evaluation(k) for k in SWEEP_SHOTS]
-            if setting == "5way5shot" and all(os.path.exists(path) for path in swept):
-                record["by_shots"] = {
-                    str(k): read_json(p) for k, p in zip(SWEEP_SHOTS, swept, strict=True)
-                }
-            runs[run] = record
-    return runs
-
-
 def best_by_validation(runs: dict[str, dict], setting: str) -> str:
     """The run of `setting` with the best meta-validation accuracy (ties: the first)."""
     candidates = [name for name in runs if name.endswith(f"_{setting}")]

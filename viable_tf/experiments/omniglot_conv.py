@@ -108,6 +108,29 @@ def export(work_dir: str, data_dir: str, run: str) -> str:
     return omniglot.export(work_dir, run, featurizer=data.pixel_featurizer(), examples=examples)
 
 
+def finished_runs(work_dir: str, methods: tuple[str, ...], settings: tuple[str, ...]) -> dict:
+    """Every run of `methods` x `settings` under W/runs that has its results, as
+    {run: results} with the 1..9-shot sweep ("by_shots") of a 5-way 5-shot run once it is
+    complete: the runs of one work directory make one table, however many invocations
+    (one per core) trained them."""
+    runs = {}
+    for setting in settings:
+        for method in methods:
+            run = f"{method}_{setting}"
+            run_dir = RunDir(os.path.join(work_dir, "runs", run))
+            if not os.path.exists(run_dir.results):
+                continue
+            record = run_dir.read_results()
+            swept = [run_dir.evaluation(k) for k in omniglot.SWEEP_SHOTS]
+            if setting == "5way5shot" and all(os.path.exists(path) for path in swept):
+                record["by_shots"] = {
+                    str(k): omniglot.read_json(p)
+                    for k, p in zip(omniglot.SWEEP_SHOTS, swept, strict=True)
+                }
+            runs[run] = record
+    return runs
+
+
 def report(summary: dict) -> str:
     text = omniglot.report(summary).replace(
         "### Omniglot test accuracy", "### Omniglot end to end (conv + FiLM), test accuracy"
@@ -182,7 +205,7 @@ def _main() -> int:
             print(f"{run}: {100 * record['mean']:.1f}%", flush=True)
     # The report: every finished run of the work directory, this invocation's and those of
     # others (one per core), so that W/results.md is the whole table whichever ends last.
-    runs = omniglot.finished_runs(args.work_dir, METHODS + MORE_METHODS, SETTINGS)
+    runs = finished_runs(args.work_dir, METHODS + MORE_METHODS, SETTINGS)
     summary: dict = {
         "methods": [m for m in METHODS + MORE_METHODS if any(f"{m}_{s}" in runs for s in SETTINGS)],
         "settings": [s for s in SETTINGS if any(r.endswith(f"_{s}") for r in runs)],
