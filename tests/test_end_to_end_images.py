@@ -43,18 +43,22 @@ def _episode(b=2, seed=0):
     return support_x, support_y, tf.ones([b, N], tf.bool), query_x
 
 
-def _viable(loss_network, **kwargs):
+def _on_conv_film(learner_class, **kwargs):
+    """A learner on the small conv-FiLM net, its weights drawn under seed 3."""
     keras.utils.set_random_seed(3)
-    return VIABLE(
+    return learner_class(
         input_dim=64,
         output_dim=N,
         context_dim=C,
         num_inner_steps=2,
         task_loss="cross_entropy",
         network=keras_network(conv_film),
-        loss_network=loss_network,
         **kwargs,
     )
+
+
+def _viable(loss_network, **kwargs):
+    return _on_conv_film(VIABLE, loss_network=loss_network, **kwargs)
 
 
 # -- the data: rotations are training classes only -------------------------------------
@@ -131,15 +135,7 @@ def test_a_residual_learned_loss_from_zero_starts_as_cavias_step_and_learns_a_co
     (above); end to end at 20 ways meta-training made the logits deaf to phi before the
     learned step aligned with the task's."""
     support_x, support_y, mask, query_x = _episode()
-    keras.utils.set_random_seed(3)
-    cavia = CAVIA(
-        input_dim=64,
-        output_dim=N,
-        context_dim=C,
-        num_inner_steps=2,
-        task_loss="cross_entropy",
-        network=keras_network(conv_film),
-    )
+    cavia = _on_conv_film(CAVIA)
     (expected,) = cavia.adapt(support_x, support_y, mask)
     assert np.abs(expected.numpy()).max() > 1e-4
     for network in (SimpleLossNetwork, RelationLossNetwork):
@@ -147,7 +143,7 @@ def test_a_residual_learned_loss_from_zero_starts_as_cavias_step_and_learns_a_co
             lambda n=network: n(hidden_units=(16, 16), output_init="zeros"), residual=True
         )
         assert residual.hparams()["residual"] is True
-        # The same prediction network as CAVIA's (both drawn after set_random_seed(3)).
+        # The same prediction network as CAVIA's (both drawn first under seed 3).
         for ours, theirs in zip(
             residual.network.trainable_weights, cavia.network.trainable_weights, strict=True
         ):
