@@ -291,6 +291,35 @@ def test_robust_prototypes_resist_a_far_point_and_respect_the_mask():
     np.testing.assert_allclose(kernel.numpy()[0, :, 0] / 2.0, expected, rtol=1e-4)
 
 
+def test_every_class_median_is_its_own_points_weiszfeld():
+    """20 classes of 5 shuffled points, two tasks, one point of no class and one padded:
+    each class's median is Weiszfeld over its own points alone (the others' distances
+    never enter), and its gradient is finite."""
+    from viable_tf.learners.prototypes import class_members, class_prototypes
+
+    rng = np.random.default_rng(11)
+    n, k, h = 20, 5, 8
+    labels = np.stack([rng.permutation(np.repeat(np.arange(n), k)) for _ in range(2)])
+    labels[0, 3] = n  # a point of no class of the episode
+    mask = np.ones_like(labels, bool)
+    mask[1, 7] = False  # padding
+    features = rng.normal(size=(2, n * k, h)).astype(np.float32)
+    features[~mask] = 0.0  # prototype_head zeroes padding before the prototypes
+    x = tf.constant(features)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        members = class_members(tf.constant(labels), tf.constant(mask), n)
+        median = class_prototypes(x, members, "median")
+        loss = tf.reduce_sum(tf.sin(median))
+    gradient = tape.gradient(loss, x)
+    for b in range(2):
+        for c in range(n):
+            own = features[b][(labels[b] == c) & mask[b]].astype(np.float64)
+            np.testing.assert_allclose(median[b, c], _weiszfeld(own), rtol=1e-4, atol=1e-5)
+    assert np.isfinite(gradient.numpy()).all()
+    assert gradient[0, 3].numpy().max() == 0.0 == gradient[1, 7].numpy().max()
+
+
 def test_at_one_shot_every_prototype_is_the_point_itself():
     from viable_tf.learners.prototypes import prototype_head
 

@@ -86,10 +86,12 @@ def class_prototypes(features: tf.Tensor, members: tf.Tensor, prototype: str = "
     if prototype == "median":
         median = means
         for _ in range(MEDIAN_ITERATIONS):
-            # distance of every point to every class's current median: [B, K, N]
-            gap = features[:, :, None, :] - median[:, None, :, :]  # [B, K, N, H]
+            # each point's distance to its own class's current median only: [B, K] (not
+            # to every class's, [B, K, N, H]: N times the work for weights that are 0)
+            own = tf.einsum("bkn,bnh->bkh", members, median)  # [B, K, H]
+            gap = features - own
             distance = tf.sqrt(tf.reduce_sum(tf.square(gap), -1) + MEDIAN_EPSILON**2)
-            median = class_means(members / distance, features)
+            median = class_means(members / distance[..., None], features)
         return median
     unit = tf.math.l2_normalize(features, axis=-1)  # [B, K, H]
     cosine = tf.matmul(unit, unit, transpose_b=True)  # [B, K, K]
