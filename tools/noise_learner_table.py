@@ -1,13 +1,17 @@
 """The learned cells of the Omniglot label-noise tables (docs/corrupted_support_sets.md),
 read from the runs' results.json.
 
-    python tools/noise_learner_table.py --runs W/runs [--runs W/runs_8e91b43 ...]
+    python tools/noise_learner_table.py --runs W/runs [--runs W/runs_8e91b43 ...] \
+        [--rules RULES.md] [--steps]
 
 A run is W/runs/<method>_<N>way<K>shot_<noise>_<prototype>/ (noise clean, swapM,
 outlierM), as the issue-41 queue names them; a later --runs directory wins for a cell
 both hold (the median cells retrained from a later commit). Prints one Markdown table per
 setting and noise: a row per prototype, a column per method, test accuracy (%) mean ±
-95% CI over the run's test episodes, and the updates the run trained and its best's.
+95% CI over the run's test episodes (with --steps, also the updates the run trained and
+its best's). With --rules, the output of tools/label_noise_table.py for the same
+features: a first column with each rule alone, untrained, and its weighted-mean and
+oracle rows.
 """
 
 from __future__ import annotations
@@ -20,8 +24,23 @@ import re
 NAME = re.compile(
     r"(?P<method>.+)_(?P<setting>\d+way\d+shot)_(?P<noise>clean|swap\d|outlier\d)_(?P<proto>mean|median|weighted)$"
 )
-METHODS = ("cavia", "simviable", "attviable", "relviable_relu64", "relviable_tanh64")
+METHODS = {
+    "cavia": "CAVIA",
+    "simviable": "simVIABLE",
+    "attviable": "attVIABLE",
+    "relviable_relu64": "relVIABLE, 2 x 64 ReLU pairs",
+    "relviable_tanh64": "relVIABLE, 2 x 64 tanh pairs",
+}
 NOISES = ("swap2", "outlier2", "swap1", "outlier1", "clean")
+PROTOTYPES = {
+    "mean": "class mean",
+    "median": "geometric median",
+    "weighted": "similarity-weighted mean",
+    "oracle": "oracle (the noisy shots dropped)",
+}
+RULE_ROW = re.compile(
+    r"\| (\d+)-way (\d+)-shot, (clean|(\d) (swap|outlier) shots per class) \|(.*)\|$"
+)
 
 
 def cells(run_dirs: list[str]) -> dict[tuple[str, str, str, str], tuple[dict, str]]:
@@ -36,6 +55,20 @@ def cells(run_dirs: list[str]) -> dict[tuple[str, str, str, str], tuple[dict, st
                         json.load(f),
                         runs,
                     )
+    return found
+
+
+def rules(path: str) -> dict[tuple[str, str], list[str]]:
+    """(setting, noise) -> the rule's cells [mean, median, weighted, oracle] from the
+    Markdown of tools/label_noise_table.py."""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            match = RULE_ROW.match(line.strip())
+            if match:
+                ways, shots, clean, count, kind, cells = match.groups()
+                noise = "clean" if clean == "clean" else f"{kind}{count}"
+                found[(f"{ways}way{shots}shot", noise)] = [c.strip() for c in cells.split("|")]
     return found
 
 
@@ -56,8 +89,11 @@ def noise_title(setting: str, noise: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="append", required=True)
+    parser.add_argument("--rules", help="tools/label_noise_table.py's output")
+    parser.add_argument("--steps", action="store_true")
     args = parser.parse_args()
     found = cells(args.runs)
+    rule_cells = rules(args.rules) if args.rules else {}
     for setting in sorted({k[0] for k in found}, key=lambda s: int(s.split("way")[0])):
         for noise in NOISES:
             methods = [
@@ -68,21 +104,23 @@ def main() -> None:
             if not methods:
                 continue
             print(f"{noise_title(setting, noise)}:\n")
-            print("| prototype | " + " | ".join(methods) + " |")
-            print("|---|" + "---:|" * len(methods))
-            for proto in ("mean", "median"):
-                row = []
+            rule = rule_cells.get((setting, noise))
+            columns = (["the rule alone"] if rule else []) + [METHODS[m] for m in methods]
+            print("| prototype | " + " | ".join(columns) + " |")
+            print("|---|" + "---:|" * len(columns))
+            for index, proto in enumerate(PROTOTYPES if rule else ("mean", "median")):
+                row = [rule[index]] if rule else []
                 for method in methods:
                     cell = found.get((setting, noise, proto, method))
                     if cell is None:
                         row.append("")
                         continue
                     result, _ = cell
-                    row.append(
-                        f"{100 * result['mean']:.1f} ± {100 * result['ci95']:.1f} "
-                        f"({result['steps_trained']:,}; {result['checkpoint_step']:,})"
-                    )
-                print(f"| {proto} | " + " | ".join(row) + " |")
+                    text = f"{100 * result['mean']:.1f} ± {100 * result['ci95']:.1f}"
+                    if args.steps:
+                        text += f" ({result['steps_trained']:,}; {result['checkpoint_step']:,})"
+                    row.append(text)
+                print(f"| {PROTOTYPES[proto]} | " + " | ".join(row) + " |")
             print()
     sources = sorted({runs for _, runs in found.values()})
     print("cells from: " + ", ".join(sources))
