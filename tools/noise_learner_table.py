@@ -39,7 +39,7 @@ PROTOTYPES = {
     "oracle": "oracle (the noisy shots dropped)",
 }
 RULE_ROW = re.compile(
-    r"\| (\d+)-way (\d+)-shot, (clean|(\d) (swap|outlier) shots per class) \|(.*)\|$"
+    r"\| (\d+)-way (\d+)-shot, (clean|(\d) (swap|outlier) shots? per class) \|(.*)\|$"
 )
 
 
