@@ -11,6 +11,10 @@ the outer objective, averaged over the summaries of the 1,000 updates up to the 
 and, per run, the validation curve's unsteadiness (the mean absolute change between
 consecutive validations after the first 5,000 updates, in points; `--steady A,B`: between
 A and B updates, to compare runs over the same stretch).
+
+With `--plot PNG --match 20way1shot`: the validation curves of the runs whose name holds
+the text, drawn into PNG (accuracy against meta-updates; the work directories may be
+several, `--work_dir` repeated).
 """
 
 from __future__ import annotations
@@ -119,9 +123,29 @@ def status(model_dir: str) -> dict:
     return row
 
 
+def plot(model_dirs: list[str], path: str, title: str) -> None:
+    """Each run's validation accuracy (%) against meta-updates, into the PNG at path."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2))
+    axes = figure.add_subplot()
+    for model_dir in model_dirs:
+        curve = validation_curve(model_dir)
+        if curve:
+            steps, accuracy = zip(*curve, strict=True)
+            axes.plot(steps, [100 * a for a in accuracy], label=os.path.basename(model_dir), lw=1.2)
+    axes.set_xlabel("meta-updates")
+    axes.set_ylabel("validation accuracy (%)")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work_dir", required=True)
+    parser.add_argument("--work_dir", action="append", required=True)
     parser.add_argument(
         "--pace",
         type=lambda text: [int(step) for step in text.split(",")],
@@ -133,7 +157,18 @@ def main() -> None:
         default=(STEADY_AFTER, None),
         help="A,B: the unsteadiness of --pace over validations after A, up to B updates",
     )
+    parser.add_argument("--plot", help="PNG: the validation curves of the --match runs")
+    parser.add_argument("--match", default="", help="a run's name must hold this text")
     args = parser.parse_args()
+    model_dirs = sorted(
+        model_dir
+        for work_dir in args.work_dir
+        for model_dir in glob.glob(os.path.join(work_dir, "runs", "*"))
+        if args.match in os.path.basename(model_dir)
+    )
+    if args.plot:
+        plot(model_dirs, args.plot, f"Omniglot end to end: {args.match or 'every run'}")
+        return
     if args.pace:
         columns = ("run", *map(str, args.pace), "unsteadiness")
         report = lambda model_dir: pace(model_dir, args.pace, args.steady)  # noqa: E731
@@ -143,7 +178,7 @@ def main() -> None:
         report = status
     print("| " + " | ".join(columns) + " |")
     print("|---" * len(columns) + "|")
-    for model_dir in sorted(glob.glob(os.path.join(args.work_dir, "runs", "*"))):
+    for model_dir in model_dirs:
         row = report(model_dir)
         print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
 
