@@ -2,7 +2,7 @@
 read from the runs' results.json.
 
     python tools/noise_learner_table.py --runs W/runs [--runs W/runs_8e91b43 ...] \
-        [--rules RULES.md] [--steps]
+        [--rules RULES.md] [--steps] [--dagger W/runs]
 
 A run is W/runs/<method>_<N>way<K>shot_<noise>_<prototype>/ (noise clean, swapM,
 outlierM), as the issue-41 queue names them; a later --runs directory wins for a cell
@@ -11,7 +11,8 @@ setting and noise: a row per prototype, a column per method, test accuracy (%) m
 95% CI over the run's test episodes (with --steps, also the updates the run trained and
 its best's). With --rules, the output of tools/label_noise_table.py for the same
 features: a first column with each rule alone, untrained, and its weighted-mean and
-oracle rows.
+oracle rows. With --dagger DIR, the median cells read from DIR carry a dagger (the
+median cells of an older commit not yet retrained).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def main() -> None:
     parser.add_argument("--runs", action="append", required=True)
     parser.add_argument("--rules", help="tools/label_noise_table.py's output")
     parser.add_argument("--steps", action="store_true")
+    parser.add_argument("--dagger", help="mark the median cells read from this run directory")
     args = parser.parse_args()
     found = cells(args.runs)
     rule_cells = rules(args.rules) if args.rules else {}
@@ -115,8 +117,10 @@ def main() -> None:
                     if cell is None:
                         row.append("")
                         continue
-                    result, _ = cell
+                    result, source = cell
                     text = f"{100 * result['mean']:.1f} ± {100 * result['ci95']:.1f}"
+                    if proto == "median" and args.dagger and source == args.dagger:
+                        text += " †"
                     if args.steps:
                         text += f" ({result['steps_trained']:,}; {result['checkpoint_step']:,})"
                     row.append(text)
