@@ -127,7 +127,7 @@ def plot(model_dirs: list[str], path: str, title: str) -> None:
     """Each run's validation accuracy (%) against meta-updates, into the PNG at path."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 4.2))
+    figure = Figure(figsize=(9.5, 4.2))
     axes = figure.add_subplot()
     for model_dir in model_dirs:
         curve = validation_curve(model_dir)
@@ -138,7 +138,7 @@ def plot(model_dirs: list[str], path: str, title: str) -> None:
     axes.set_ylabel("validation accuracy (%)")
     axes.set_title(title)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=90)
 
