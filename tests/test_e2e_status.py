@@ -47,3 +47,23 @@ def test_pace_reads_the_window_mean_and_the_validation_at_each_step(tmp_path):
     # Over a stretch: (500, 1500] holds 0.6 and 0.4.
     assert tool.unsteadiness(tool.validation_curve(str(run)), 500, 1500) == pytest.approx(0.2)
     assert tool.pace(str(run), [1000], (500, 1500))["unsteadiness"] == "20.00"
+
+
+def test_plot_draws_every_matched_run_from_its_resumed_events(tmp_path):
+    """--plot: one line per run, its points read across the events files of a resumption."""
+    runs = []
+    for name, values in (("a_20way1shot", (0.1, 0.2, 0.3)), ("b_20way1shot", (0.5, 0.6, 0.7))):
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        _write(run, [("validation/accuracy", 500, values[0])])
+        _write(
+            run,
+            [("validation/accuracy", s, v) for s, v in zip((1000, 1500), values[1:], strict=True)],
+        )
+        runs.append(str(run))
+    path = tmp_path / "curves.png"
+    _tool().plot(runs, str(path), "test")
+    from matplotlib import image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert image.imread(str(path)).shape[1] > image.imread(str(path)).shape[0]  # drawn, wide

@@ -67,9 +67,9 @@ def rules(path: str) -> dict[tuple[str, str], list[str]]:
         for line in f:
             match = RULE_ROW.match(line.strip())
             if match:
-                ways, shots, clean, count, kind, cells = match.groups()
+                ways, shots, clean, count, kind, values = match.groups()
                 noise = "clean" if clean == "clean" else f"{kind}{count}"
-                found[(f"{ways}way{shots}shot", noise)] = [c.strip() for c in cells.split("|")]
+                found[(f"{ways}way{shots}shot", noise)] = [v.strip() for v in values.split("|")]
     return found
 
 
