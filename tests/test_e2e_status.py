@@ -66,4 +66,5 @@ def test_plot_draws_every_matched_run_from_its_resumed_events(tmp_path):
     from matplotlib import image
 
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert image.imread(str(path)).shape[1] > image.imread(str(path)).shape[0]  # drawn, wide
+    height, width = image.imread(str(path)).shape[:2]
+    assert width > height  # drawn, wide
