@@ -22,6 +22,9 @@ def test_cells_rules_and_the_later_directory_win(tmp_path, capsys, monkeypatch):
     _run(old, "relviable_relu64_5way5shot_swap2_median", 0.961)
     _run(new, "cavia_5way5shot_swap2_median", 0.9612)
     _run(old, "simviable_20way5shot_swap1_mean", 0.9)
+    (old / "cavia_5way5shot_swap2_mean" / "eval_clean.txt").write_text(
+        json.dumps({"mean": 0.985, "ci95": 0.002})
+    )
     (old / "not_a_run").mkdir()
     rules = tmp_path / "rules.md"
     rules.write_text(
@@ -63,3 +66,7 @@ def test_cells_rules_and_the_later_directory_win(tmp_path, capsys, monkeypatch):
     assert "| class mean | 91.5 ± 0.5 | 93.2 ± 0.3 |  |" in out
     assert "20-way 5-shot, 1 of 5 shots per class swapped to another class of the episode" in out
     assert "| class mean | 92.1 ± 0.2 | 90.0 ± 0.3 |" in out
+    # the model trained with the noise, tested on clean episodes: a row of its own, under
+    # the noisy table it belongs to, and none where no run was tested clean
+    assert "| class mean, tested clean |  | 98.5 ± 0.2 |  |" in out
+    assert out.count("tested clean") == 1

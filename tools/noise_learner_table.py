@@ -9,7 +9,9 @@ outlierM), as the issue-41 queue names them; a later --runs directory wins for a
 both hold (the median cells retrained from a later commit). Prints one Markdown table per
 setting and noise: a row per prototype, a column per method, test accuracy (%) mean ±
 95% CI over the run's test episodes (with --steps, also the updates the run trained and
-its best's). With --rules, the output of tools/label_noise_table.py for the same
+its best's). A run whose directory holds eval_clean.txt (viable-eval's JSON for the same
+model tested on clean episodes of the setting) adds a row under the noisy table: the
+model trained with the noise, tested clean. With --rules, the output of tools/label_noise_table.py for the same
 features: a first column with each rule alone, untrained, and its weighted-mean and
 oracle rows. With --dagger DIR, the median cells read from DIR carry a dagger (the
 median cells of an older commit not yet retrained).
@@ -44,12 +46,15 @@ RULE_ROW = re.compile(
 )
 
 
-def cells(run_dirs: list[str]) -> dict[tuple[str, str, str, str], tuple[dict, str]]:
+def cells(
+    run_dirs: list[str], file: str = "results.json"
+) -> dict[tuple[str, str, str, str], tuple[dict, str]]:
+    """(setting, noise, prototype, method) -> (the run's `file` as JSON, its directory)."""
     found = {}
     for runs in run_dirs:
         for name in sorted(os.listdir(runs)):
             match = NAME.match(name)
-            path = os.path.join(runs, name, "results.json")
+            path = os.path.join(runs, name, file)
             if match and os.path.exists(path):
                 with open(path) as f:
                     found[tuple(match.group("setting", "noise", "proto", "method"))] = (
@@ -57,6 +62,10 @@ def cells(run_dirs: list[str]) -> dict[tuple[str, str, str, str], tuple[dict, st
                         runs,
                     )
     return found
+
+
+def cell_text(result: dict) -> str:
+    return f"{100 * result['mean']:.1f} ± {100 * result['ci95']:.1f}"
 
 
 def rules(path: str) -> dict[tuple[str, str], list[str]]:
@@ -95,6 +104,7 @@ def main() -> None:
     parser.add_argument("--dagger", help="mark the median cells read from this run directory")
     args = parser.parse_args()
     found = cells(args.runs)
+    tested_clean = cells(args.runs, "eval_clean.txt")
     rule_cells = rules(args.rules) if args.rules else {}
     for setting in sorted({k[0] for k in found}, key=lambda s: int(s.split("way")[0])):
         for noise in NOISES:
@@ -118,13 +128,18 @@ def main() -> None:
                         row.append("")
                         continue
                     result, source = cell
-                    text = f"{100 * result['mean']:.1f} ± {100 * result['ci95']:.1f}"
+                    text = cell_text(result)
                     if proto == "median" and args.dagger and source == args.dagger:
                         text += " †"
                     if args.steps:
                         text += f" ({result['steps_trained']:,}; {result['checkpoint_step']:,})"
                     row.append(text)
                 print(f"| {PROTOTYPES[proto]} | " + " | ".join(row) + " |")
+            for proto in ("mean", "median"):
+                clean = [tested_clean.get((setting, noise, proto, m)) for m in methods]
+                if noise != "clean" and any(clean):
+                    row = ([""] if rule else []) + [cell_text(c[0]) if c else "" for c in clean]
+                    print(f"| {PROTOTYPES[proto]}, tested clean | " + " | ".join(row) + " |")
             print()
     sources = sorted({runs for _, runs in found.values()})
     print("cells from: " + ", ".join(sources))
