@@ -1,6 +1,8 @@
 """tools/e2e_status.py --pace: a run's training query loss and validation read back from
 its summaries, across the events files of a resumed run."""
 
+import os
+
 import pytest
 import tensorflow as tf
 from conftest import load_tool
@@ -68,3 +70,16 @@ def test_plot_draws_every_matched_run_from_its_resumed_events(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width = image.imread(str(path)).shape[:2]
     assert width > height  # drawn, wide
+
+
+def test_run_dirs_are_the_matching_directories_not_the_logs_beside_them(tmp_path):
+    for name in ("cavia_20way5shot_clean_mean", "cavia_5way5shot_clean_mean"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / f"{name}.out").write_text("log")
+    other = tmp_path / "other"
+    (other / "runs" / "maml_20way1shot").mkdir(parents=True)
+    found = _tool().run_dirs([str(tmp_path), str(other)], "20way")
+    assert [os.path.relpath(d, tmp_path) for d in found] == [
+        os.path.join("other", "runs", "maml_20way1shot"),
+        os.path.join("runs", "cavia_20way5shot_clean_mean"),
+    ]

@@ -143,6 +143,17 @@ def plot(model_dirs: list[str], path: str, title: str) -> None:
     figure.savefig(path, dpi=90)
 
 
+def run_dirs(work_dirs: list[str], match: str = "") -> list[str]:
+    """Every run directory under each WORK_DIR/runs whose name holds `match`; the files
+    beside them (a run's log, W/runs/<run>.out) are no runs."""
+    return sorted(
+        model_dir
+        for work_dir in work_dirs
+        for model_dir in glob.glob(os.path.join(work_dir, "runs", "*"))
+        if match in os.path.basename(model_dir) and os.path.isdir(model_dir)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", action="append", required=True)
@@ -160,12 +171,7 @@ def main() -> None:
     parser.add_argument("--plot", help="PNG: the validation curves of the --match runs")
     parser.add_argument("--match", default="", help="a run's name must hold this text")
     args = parser.parse_args()
-    model_dirs = sorted(
-        model_dir
-        for work_dir in args.work_dir
-        for model_dir in glob.glob(os.path.join(work_dir, "runs", "*"))
-        if args.match in os.path.basename(model_dir)
-    )
+    model_dirs = run_dirs(args.work_dir, args.match)
     if args.plot:
         plot(model_dirs, args.plot, f"Omniglot end to end: {args.match or 'every run'}")
         return

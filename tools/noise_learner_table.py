@@ -11,10 +11,10 @@ setting and noise: a row per prototype, a column per method, test accuracy (%) m
 95% CI over the run's test episodes (with --steps, also the updates the run trained and
 its best's). A run whose directory holds eval_clean.txt (viable-eval's JSON for the same
 model tested on clean episodes of the setting) adds a row under the noisy table: the
-model trained with the noise, tested clean. With --rules, the output of tools/label_noise_table.py for the same
-features: a first column with each rule alone, untrained, and its weighted-mean and
-oracle rows. With --dagger DIR, the median cells read from DIR carry a dagger (the
-median cells of an older commit not yet retrained).
+model trained with the noise, tested clean. With --rules, the output of
+tools/label_noise_table.py for the same features: a first column with each rule alone,
+untrained, and its weighted-mean and oracle rows. With --dagger DIR, the median cells
+read from DIR carry a dagger (the median cells of an older commit not yet retrained).
 """
 
 from __future__ import annotations
