@@ -12,8 +12,12 @@ absolute-error inner loss (its outer loss stays the MSE). Each trained run is th
 on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
 (the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
 steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another seed
-(the test tasks stay the protocol's; runs under W/seed<N>/). Rerun to resume: finished runs and
-tests are read back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md.
+(the test tasks stay the protocol's; runs under W/seed<N>/). `--noise_std S` makes the table
+of Gaussian noise on every support y instead (SPEC §8): each method trained clean (its
+`_train_m0` run, shared with the outlier table) and with y + N(0, S^2), each tested at both,
+no oracle (no point is clean to keep). Rerun to resume: finished runs and tests are read
+back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md (with
+--noise_std, W/table_s<S>.md).
 """
 
 from __future__ import annotations
@@ -101,16 +105,22 @@ def train(work_dir: str, run: str, config: str, bindings: tuple[str, ...], steps
     return model_dir
 
 
-def test(model_dir: str, outliers: int, num_support: int | None = None) -> dict:
-    """The run's best checkpoint on the test tasks with `outliers` in each support set."""
-    path = os.path.join(model_dir, f"test_m{outliers}.json")
+def test(
+    model_dir: str, outliers: int, num_support: int | None = None, noise_std: float = 0.0
+) -> dict:
+    """The run's best checkpoint on the test tasks with `outliers` in each support set
+    and N(0, noise_std^2) on each support y."""
+    name = f"test_m{outliers}" + (f"_s{noise_std:g}" if noise_std else "")
+    path = os.path.join(model_dir, f"{name}.json")
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
     from viable_tf.config import load_run
     from viable_tf.training.experiment import evaluate_loaded, write_json
 
-    run = load_run(model_dir, (f"SineTasks.outliers={outliers}",))
+    run = load_run(
+        model_dir, (f"SineTasks.outliers={outliers}", f"SineTasks.noise_std={noise_std!r}")
+    )
     record = evaluate_loaded(run, num_support=num_support)
     write_json(record, path)
     return record
@@ -132,6 +142,9 @@ def main() -> None:
     parser.add_argument("--inner_steps", type=int, default=None, help="default: the configs'")
     parser.add_argument("--seed", type=int, default=None, help="default: the configs' (0)")
     parser.add_argument(
+        "--noise_std", type=float, default=None, help="the Gaussian-noise table at this std"
+    )
+    parser.add_argument(
         "--figure", default=None, help="PNG: CAVIA and relVIABLE trained with outliers, adapted"
     )
     args = parser.parse_args()
@@ -144,11 +157,15 @@ def main() -> None:
         parser.error(f"outliers must be <= num_support={args.num_support}")
     if args.inner_steps is not None and args.inner_steps < 1:
         parser.error(f"--inner_steps must be >= 1, got {args.inner_steps}")
+    if args.noise_std is not None and not args.noise_std > 0:
+        parser.error(f"--noise_std must be > 0, got {args.noise_std}")
     work_dir = args.work_dir
     if args.inner_steps is not None:
         work_dir = os.path.join(work_dir, f"steps{args.inner_steps}")
     if args.seed is not None:
         work_dir = os.path.join(work_dir, f"seed{args.seed}")
+    if args.noise_std is not None:
+        return noise_table(args, methods, work_dir)
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for method in methods:
@@ -194,6 +211,40 @@ def main() -> None:
 
         runs = {"CAVIA": dirs[f"cavia_train_m{m}"], "relVIABLE": dirs[f"relviable_train_m{m}"]}
         adapted_with_outliers(runs, path=args.figure, outliers=m)
+
+
+def noise_table(args: argparse.Namespace, methods: list[str], work_dir: str) -> None:
+    """--noise_std S: every method trained clean and with N(0, S^2) on every support y,
+    each tested at both."""
+    std = args.noise_std
+    trained = {0.0: "m0", std: f"s{std:g}"}
+    jobs = {}
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for method in methods:
+            config, bindings = METHODS[method]
+            if args.inner_steps is not None:
+                bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
+            if args.seed is not None:
+                bindings = (*bindings, f"SEED={args.seed}")
+            for s, name in trained.items():
+                run = f"{method}_train_{name}"
+                noise = (*bindings, "OUTLIERS=0", f"NOISE_STD={s!r}")
+                jobs[run] = pool.submit(train, work_dir, run, config, noise, args.num_steps)
+    dirs = {run: job.result() for run, job in jobs.items()}
+    columns = [(ts, s) for ts in trained for s in trained]
+    lines = [
+        "| method | " + " | ".join(f"trained s={ts:g}, tested s={s:g}" for ts, s in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for method in methods:
+        cells = [
+            _cell(test(dirs[f"{method}_train_{trained[ts]}"], 0, noise_std=s)) for ts, s in columns
+        ]
+        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(work_dir, f"table_s{std:g}.md"), "w") as f:
+        f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":
