@@ -71,6 +71,25 @@ def _inner_steps_binding(config: str, steps: int) -> str:
     return f"{found.group(1)}.num_inner_steps={steps}"
 
 
+def _method_bindings(method: str, args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
+    """A method's config and its bindings, with --inner_steps and --seed applied."""
+    config, bindings = METHODS[method]
+    if args.inner_steps is not None:
+        bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
+    if args.seed is not None:
+        bindings = (*bindings, f"SEED={args.seed}")
+    return config, bindings
+
+
+def _write_table(lines: list[str], path: str) -> str:
+    """The Markdown table's lines, written to path and printed."""
+    text = "\n".join(lines) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)
+    return text
+
+
 def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
@@ -169,11 +188,7 @@ def main() -> None:
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for method in methods:
-            config, bindings = METHODS[method]
-            if args.inner_steps is not None:
-                bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
-            if args.seed is not None:
-                bindings = (*bindings, f"SEED={args.seed}")
+            config, bindings = _method_bindings(method, args)
             for m in trained:
                 run = f"{method}_train_m{m}"
                 jobs[run] = pool.submit(
@@ -201,10 +216,7 @@ def main() -> None:
             ]
             label = f"{LABELS[method]}, oracle (the K - m clean points only)"
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(work_dir, "table.md"), "w") as f:
-        f.write(text)
-    print(text)
+    _write_table(lines, os.path.join(work_dir, "table.md"))
     m = max(trained)
     if args.figure and m and {"cavia", "relviable"} <= set(methods):
         from viable_tf.experiments.sine_figures import adapted_with_outliers
@@ -221,11 +233,7 @@ def noise_table(args: argparse.Namespace, methods: list[str], work_dir: str) -> 
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for method in methods:
-            config, bindings = METHODS[method]
-            if args.inner_steps is not None:
-                bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
-            if args.seed is not None:
-                bindings = (*bindings, f"SEED={args.seed}")
+            config, bindings = _method_bindings(method, args)
             for s, name in trained.items():
                 run = f"{method}_train_{name}"
                 noise = (*bindings, "OUTLIERS=0", f"NOISE_STD={s!r}")
@@ -241,10 +249,7 @@ def noise_table(args: argparse.Namespace, methods: list[str], work_dir: str) -> 
             _cell(test(dirs[f"{method}_train_{trained[ts]}"], 0, noise_std=s)) for ts, s in columns
         ]
         lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(work_dir, f"table_s{std:g}.md"), "w") as f:
-        f.write(text)
-    print(text)
+    _write_table(lines, os.path.join(work_dir, f"table_s{std:g}.md"))
 
 
 if __name__ == "__main__":
