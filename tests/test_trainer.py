@@ -128,6 +128,16 @@ def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path)
         np.testing.assert_array_equal(after[name], value)
 
 
+def test_a_record_naming_a_missing_checkpoint_stops_instead_of_starting_over(tmp_path):
+    _trainer(tmp_path, num_steps=100).train()
+    checkpoints = tmp_path / "checkpoints"
+    for path in checkpoints.glob("ckpt-100.*"):
+        path.unlink()  # the record still names ckpt-100
+    with pytest.raises(FileNotFoundError, match=r"names 'ckpt-100', whose files are missing"):
+        _trainer(tmp_path, num_steps=200).train()
+    assert not list(checkpoints.glob("ckpt-200.*"))  # nothing trained over the old run
+
+
 def test_early_stopping_keeps_the_best_checkpoint_and_stays_stopped(tmp_path):
     # A learning rate this small changes nothing: no validation after the first improves.
     trainer = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)

@@ -263,6 +263,16 @@ class TrainingCheckpoints:
         """Restores the chief's latest training state, if there is one."""
         self.wait()
         latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
+        state = tf.train.get_checkpoint_state(self.run_dir.checkpoints)
+        if latest is None and state is not None:
+            # TensorFlow logs an error and answers None: the run would start over from
+            # step 0 and overwrite the folder of the run it was asked to resume.
+            named = os.path.basename(state.model_checkpoint_path)
+            raise FileNotFoundError(
+                f"{self.run_dir.checkpoints}/checkpoint names {named!r}, "
+                "whose files are missing; expected the folder as viable-train left it "
+                "(restore the checkpoint's files, or point the record at one that exists)"
+            )
         if latest:
             self.latest.checkpoint.restore(latest).assert_consumed()
             number = int(latest.rsplit("-", 1)[-1])
