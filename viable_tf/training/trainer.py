@@ -4,9 +4,11 @@ One call of the compiled step function runs many meta-updates in a
 `tf.while_loop`, so there is no Python round trip per meta-update. The tasks of
 meta-update t are drawn from the stateless seed (seed, t): a run killed at any
 point and restarted resumes from its last checkpoint and ends in exactly the
-state of an uninterrupted run. The tasks of several meta-updates are drawn
-together, ahead of the loop that uses them (`draw_ahead`): drawn inside the loop's
-body, XLA's CPU code ran sine's meta-update 1.5-1.7x slower (docs/BENCHMARKS.md).
+state of an uninterrupted run, where TensorFlow's kernels repeat themselves bit for bit
+(the tested runs; long conv runs were seen not to: docs/TESTING.md). The tasks of
+several meta-updates are drawn together, ahead of the loop that uses them
+(`draw_ahead`): drawn inside the loop's body, XLA's CPU code ran sine's meta-update
+1.5-1.7x slower (docs/BENCHMARKS.md).
 
 Around the compiled chunks, the Python loop (loop.py) does as little as it can on the
 training thread: a call of the compiled function runs up to the next step a periodic
