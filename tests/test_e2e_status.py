@@ -83,3 +83,30 @@ def test_run_dirs_are_the_matching_directories_not_the_logs_beside_them(tmp_path
         os.path.join("other", "runs", "maml_20way1shot"),
         os.path.join("runs", "cavia_20way5shot_clean_mean"),
     ]
+
+
+def test_status_names_the_jumps_of_the_training_loss(tmp_path):
+    """A 100-update mean far above its neighbours is a jump (relVIABLE's exploding
+    meta-batch at 20 ways); the early fall, a steady curve's noise and a small loss's
+    doubling are not."""
+    tool = _tool()
+    steady = [(step, 2.2 + 0.05 * (-1) ** (step // 100)) for step in range(100, 3100, 100)]
+    early = [(100, 9.0), (200, 5.0), *steady[2:]]  # the first 1,000 updates fall fast
+    assert tool.jumps(steady) == [] and tool.jumps(early) == []
+    spiked = [(step, 5.6 if step == 1900 else value) for step, value in steady]
+    assert tool.jumps(spiked) == [1900]
+    # Two jumps side by side are both named; a level shift that lasts is not a jump.
+    assert tool.jumps([(s, 9.0 if s in (1900, 2000) else v) for s, v in steady]) == [1900, 2000]
+    shifted = [(step, value + (2.0 if step >= 1500 else 0.0)) for step, value in steady]
+    assert tool.jumps(shifted) == []
+    # A converged run's small losses vary by more than 1.3x through sampling alone.
+    small = [(step, 0.02 * (2.0 if step == 1900 else 1.0)) for step, _ in steady]
+    assert tool.jumps(small) == []
+
+    run = tmp_path / "runs" / "spiky_run"
+    run.mkdir(parents=True)
+    _write(
+        run, [("train/meta_loss", s, v) for s, v in spiked] + [("validation/accuracy", 500, 0.3)]
+    )
+    row = tool.status(str(run))
+    assert row["loss_jumps"] == "1900" and row["best"] == 30.0

@@ -1,7 +1,11 @@
 """Where the end-to-end Omniglot runs stand (docs/omniglot/end_to_end.md), read from their
 model directories while they train or after: meta-updates done, the validation curve's
 best and last points, validations since the best (the patience rule stops a run at 10),
-the training wall-clock across resumptions, and the test result once written.
+the jumps of its training loss (the summary points after 1,000 updates above 1.3 times
+the median of the points within five of them, itself included, and at least 0.1 above
+it: a meta-batch or a few whose loss exploded, as relVIABLE's at 20 ways; the bar of 0.1
+keeps a converged run's small losses from jumping by sampling alone), the training wall-clock across
+resumptions, and the test result once written.
 
     .venv/bin/python tools/e2e_status.py --work_dir /work/runs/e2e
 
@@ -24,6 +28,7 @@ import glob
 import itertools
 import json
 import os
+import statistics
 
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
@@ -35,6 +40,10 @@ PACE_WINDOW = 1000
 #: Unsteadiness is measured on the validations after this many updates (the early rise is
 #: no swing).
 STEADY_AFTER = 5000
+#: A training summary point is a jump when above JUMP_FACTOR times the median of the points
+#: within JUMP_RADIUS of it and at least JUMP_RISE above it; points of the first JUMP_AFTER
+#: updates (the early fall) are none.
+JUMP_FACTOR, JUMP_RISE, JUMP_RADIUS, JUMP_AFTER = 1.3, 0.1, 5, 1000
 
 
 def scalar_curves(model_dir: str, *tags: str) -> dict[str, list[tuple[int, float]]]:
@@ -79,6 +88,18 @@ def unsteadiness(
     return sum(changes) / len(changes) if changes else None
 
 
+def jumps(curve: list[tuple[int, float]]) -> list[int]:
+    """The steps of a curve's points after JUMP_AFTER that exceed the median of the points
+    within JUMP_RADIUS of them (themselves included) JUMP_FACTOR times and by JUMP_RISE."""
+    values = [value for _, value in curve]
+    found = []
+    for i, (step, value) in enumerate(curve):
+        median = statistics.median(values[max(0, i - JUMP_RADIUS) : i + JUMP_RADIUS + 1])
+        if step > JUMP_AFTER and value > JUMP_FACTOR * median and value - median >= JUMP_RISE:
+            found.append(step)
+    return found
+
+
 def pace(
     model_dir: str, steps: list[int], steady: tuple[int, int | None] = (STEADY_AFTER, None)
 ) -> dict:
@@ -100,7 +121,8 @@ def pace(
 
 
 def status(model_dir: str) -> dict:
-    curve = validation_curve(model_dir)
+    curves = scalar_curves(model_dir, "validation/accuracy", "train/meta_loss")
+    curve = curves["validation/accuracy"]
     clock = WallClock.read(os.path.join(model_dir, "checkpoints"))
     row = {"run": os.path.basename(model_dir), "validations": len(curve)}
     if curve:
@@ -113,6 +135,7 @@ def status(model_dir: str) -> dict:
             last=round(100 * last, 1),
             since_best=sum(1 for step, _ in curve if step > best_step),
         )
+    row["loss_jumps"] = " ".join(map(str, jumps(curves["train/meta_loss"])))
     if clock:
         row["wall_clock_h"] = round(clock[max(clock, key=int)] / 3600, 2)
     results = os.path.join(model_dir, "results.json")
@@ -180,7 +203,7 @@ def main() -> None:
         report = lambda model_dir: pace(model_dir, args.pace, args.steady)  # noqa: E731
     else:
         columns = ("run", "step", "validations", "best", "best_at", "last", "since_best")
-        columns += ("wall_clock_h", "test")
+        columns += ("loss_jumps", "wall_clock_h", "test")
         report = status
     print("| " + " | ".join(columns) + " |")
     print("|---" * len(columns) + "|")
