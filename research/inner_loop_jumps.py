@@ -5,7 +5,7 @@ at 20 ways").
     python -m research.inner_loop_jumps catch RUN_DIR OUT [--max_updates 6000] \
         [--factor 3] [--gin_param=DATA_DIR='W/features']
     python -m research.inner_loop_jumps anatomy RUN_DIR OUT/caught_<step> \
-        [--gin_param=DATA_DIR='W/features']
+        [--rates 1.0,0.8,0.5] [--gin_param=DATA_DIR='W/features']
 
 `catch` copies the run's latest checkpoint into OUT (the run is not touched) and trains
 on from it by the run's operative config, one meta-update per call, writing the state
@@ -18,7 +18,10 @@ run, or none.
 `anatomy` reads each kept state and runs the inner loop on the meta-batches drawn at the
 last two steps (the jump's is drawn at the step before the state after it): per task and
 step, the inner loss, the support loss, the size of the inner loss's gradient in phi and
-of the support loss's, their cosine, |phi|, and the largest |prediction|.
+of the support loss's, their cosine, |phi|, and the largest |prediction|; and, with
+--rates, the counterfactual: from the same state, the support loss along the inner loop
+and the query loss after it when the inner loss is stepped at each of the rates, and
+when the task loss alone is (CAVIA's step on the same weights).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import glob
 import os
 import shutil
 import statistics
+
+import numpy as np
 
 RING = 8
 
@@ -129,8 +134,25 @@ def inner_loop_rows(learner, batch) -> list[dict]:
     return rows
 
 
-def anatomy(run_dir: str, caught: str, gin_params: tuple[str, ...]) -> None:
-    import numpy as np
+def stepped_path(learner, batch, loss_fn, rate: float):
+    """[S + 1, B] support losses along S steps of `loss_fn` (per task, [B]) at `rate` from
+    phi_0, and the query loss after them [B]."""
+    support = (batch.support_x, batch.support_y, batch.support_mask)
+    state = learner.start_state(*support)
+    path = [learner.support_loss(state, *support).numpy()]
+    for _ in range(learner.num_inner_steps):
+        at = state
+        (stepped,), _ = learner.inner_step(
+            [at.context], lambda v, at=at: loss_fn(at.replace(context=v[0]), *support), rate
+        )
+        state = at.replace(context=stepped)
+        path.append(learner.support_loss(state, *support).numpy())
+    return np.stack(path), learner.query_loss(batch, state).numpy()
+
+
+def anatomy(
+    run_dir: str, caught: str, gin_params: tuple[str, ...], rates: tuple[float, ...] = ()
+) -> None:
     import tensorflow as tf
 
     from viable_tf.config import load_run
@@ -160,6 +182,17 @@ def anatomy(run_dir: str, caught: str, gin_params: tuple[str, ...]) -> None:
                         f" |task grad| {show(row['task_grad'])} cos {show(row['cosine'])}"
                     )
                 print(line + f" largest |prediction| {row['largest']:.1f}")
+            for name, loss_fn in (
+                ("inner loss", learner.inner_loss),
+                ("task loss", learner.support_loss),
+            ):
+                for rate in rates:
+                    path, query = stepped_path(learner, batch, loss_fn, rate)
+                    steps = ", ".join(" > ".join(f"{v:.2f}" for v in task) for task in path.T)
+                    print(
+                        f"   {name} at rate {rate}: support loss per task along the steps "
+                        f"[{steps}], query loss {show(query)}"
+                    )
 
 
 def main() -> None:
@@ -173,6 +206,12 @@ def main() -> None:
     reading = commands.add_parser("anatomy")
     reading.add_argument("run_dir")
     reading.add_argument("caught")
+    reading.add_argument(
+        "--rates",
+        type=lambda text: tuple(float(rate) for rate in text.split(",")),
+        default=(),
+        help="comma-separated inner rates: the inner loss's and the task loss's steps at each",
+    )
     for command in (catching, reading):
         command.add_argument("--gin_param", action="append", default=[])
     args = parser.parse_args()
@@ -181,7 +220,7 @@ def main() -> None:
         if step is None:
             print(f"no jump in {args.max_updates} updates")
     else:
-        anatomy(args.run_dir, args.caught, tuple(args.gin_param))
+        anatomy(args.run_dir, args.caught, tuple(args.gin_param), args.rates)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from research import inner_loop_jumps
 from viable_tf.cli import train as train_cli
-from viable_tf.learners import VIABLE
+from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import TaskBatch
 
@@ -34,9 +34,10 @@ def test_catch_keeps_the_ring_before_the_jump_and_leaves_the_run_alone(tmp_path,
     assert all(np.isfinite(loss) and loss > 0 for _, loss, _ in kept)
     assert (run / "checkpoints" / "checkpoint").read_text() == record  # the run untouched
 
-    inner_loop_jumps.anatomy(str(run), str(out / f"caught_{step}"), ())
+    inner_loop_jumps.anatomy(str(run), str(out / f"caught_{step}"), (), rates=(1.0, 0.5))
     report = capsys.readouterr().out
     assert f"meta-batch drawn at step {step}" in report and f"state at {step - 7}" in report
+    assert report.count("task loss at rate 0.5") == 2 * 8  # two meta-batches, eight states
 
 
 def test_inner_loop_rows_follow_the_learners_own_adaptation():
@@ -77,3 +78,21 @@ def test_inner_loop_rows_follow_the_learners_own_adaptation():
     np.testing.assert_allclose(rows[0]["task_grad"], np.linalg.norm(grad, axis=1), rtol=2e-2)
     # ... and not the learned inner loss's, which this loss network moves by far more.
     assert np.all(np.abs(rows[0]["grad"] / rows[0]["task_grad"] - 1) > 0.1)
+    # The counterfactual at the learner's own rate is its own inner loop...
+    path, query = inner_loop_jumps.stepped_path(learner, batch, learner.inner_loss, 0.5)
+    np.testing.assert_allclose(path, [row["support"] for row in rows], rtol=1e-5)
+    np.testing.assert_allclose(query, rows[-1]["query"], rtol=1e-5)
+    # ... and the task loss's steps are CAVIA's: a learner whose inner loss is its task loss.
+    cavia = CAVIA(
+        input_dim=dim,
+        output_dim=ways,
+        task_loss="cross_entropy",
+        context_dim=4,
+        num_inner_steps=2,
+        inner_lr=0.5,
+    )
+    cavia.network.set_weights(learner.network.get_weights())
+    path, query = inner_loop_jumps.stepped_path(learner, batch, learner.support_loss, 0.5)
+    adapted = cavia.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    np.testing.assert_allclose(query, cavia.query_loss(batch, adapted), rtol=1e-5)
+    assert path.shape == (3, tasks) and np.all(path[2] < path[0])
