@@ -74,9 +74,9 @@ def catch(
         state.write(slot)
         with open(slot + ".step", "w") as f:
             f.write(f"{step} {loss}\n")
-        if len(recent) >= 50 and loss > factor * statistics.median(recent):
+        median = statistics.median(recent) if len(recent) >= 50 else None
+        if median is not None and loss > factor * median:
             shutil.copytree(ring, os.path.join(out, f"caught_{step}"))
-            median = statistics.median(recent)
             print(f"jump: meta loss {loss:.3f} at update {step}, median {median:.3f}")
             return step
         recent.append(loss)
@@ -93,6 +93,15 @@ def ring_states(caught: str) -> list[tuple[int, float, str]]:
     return sorted(states)
 
 
+def _step(learner, state, loss_fn, support, rate: float):
+    """The learner's own inner step of phi on `loss_fn` (per task, [B]) at `rate`: the
+    stepped state and the loss before the step."""
+    (stepped,), loss = learner.inner_step(
+        [state.context], lambda v: loss_fn(state.replace(context=v[0]), *support), rate
+    )
+    return state.replace(context=stepped), loss
+
+
 def inner_loop_rows(learner, batch) -> list[dict]:
     """Per inner step from phi_0, per task: the quantities of the module's docstring."""
     import tensorflow as tf
@@ -107,19 +116,11 @@ def inner_loop_rows(learner, batch) -> list[dict]:
             "phi": tf.norm(state.context, axis=1).numpy(),
             "largest": float(tf.reduce_max(tf.abs(learner.predict(state, batch.support_x)))),
         }
-        if k < learner.num_inner_steps:
-            context, at = state.context, state
-            (stepped,), inner = learner.inner_step(
-                [context],
-                lambda v, at=at: learner.inner_loss(at.replace(context=v[0]), *support),
-                1.0,
-            )
-            (task_stepped,), _ = learner.inner_step(
-                [context],
-                lambda v, at=at: learner.support_loss(at.replace(context=v[0]), *support),
-                1.0,
-            )
-            grad, task_grad = context - stepped, context - task_stepped
+        if k < learner.num_inner_steps:  # the gradients, as steps at rate 1
+            inner_stepped, inner = _step(learner, state, learner.inner_loss, support, 1.0)
+            task_stepped, _ = _step(learner, state, learner.support_loss, support, 1.0)
+            grad = state.context - inner_stepped.context
+            task_grad = state.context - task_stepped.context
             norm, task_norm = tf.norm(grad, axis=1), tf.norm(task_grad, axis=1)
             cosine = tf.reduce_sum(grad * task_grad, 1) / (norm * task_norm + 1e-12)
             row.update(
@@ -128,7 +129,7 @@ def inner_loop_rows(learner, batch) -> list[dict]:
                 task_grad=task_norm.numpy(),
                 cosine=cosine.numpy(),
             )
-            state = state.replace(context=context - learner.inner_lr * grad)
+            state = state.replace(context=state.context - learner.inner_lr * grad)
         rows.append(row)
     rows[-1]["query"] = learner.query_loss(batch, state).numpy()
     return rows
@@ -141,11 +142,7 @@ def stepped_path(learner, batch, loss_fn, rate: float):
     state = learner.start_state(*support)
     path = [learner.support_loss(state, *support).numpy()]
     for _ in range(learner.num_inner_steps):
-        at = state
-        (stepped,), _ = learner.inner_step(
-            [at.context], lambda v, at=at: loss_fn(at.replace(context=v[0]), *support), rate
-        )
-        state = at.replace(context=stepped)
+        state, _ = _step(learner, state, loss_fn, support, rate)
         path.append(learner.support_loss(state, *support).numpy())
     return np.stack(path), learner.query_loss(batch, state).numpy()
 

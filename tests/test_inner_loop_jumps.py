@@ -50,14 +50,16 @@ def test_inner_loop_rows_follow_the_learners_own_adaptation():
         query_x=tf.random.stateless_normal([tasks, ways * shots, dim], [3, 4], alg="philox"),
         query_y=labels,
     )
-    learner = VIABLE(
+    shared = dict(
         input_dim=dim,
         output_dim=ways,
         task_loss="cross_entropy",
         context_dim=4,
         num_inner_steps=2,
         inner_lr=0.5,
-        loss_network=lambda: RelationLossNetwork(hidden_units=(8, 8), activation="tanh"),
+    )
+    learner = VIABLE(
+        **shared, loss_network=lambda: RelationLossNetwork(hidden_units=(8, 8), activation="tanh")
     )
     rows = inner_loop_jumps.inner_loop_rows(learner, batch)
     assert [row["step"] for row in rows] == [0, 1, 2]
@@ -83,14 +85,7 @@ def test_inner_loop_rows_follow_the_learners_own_adaptation():
     np.testing.assert_allclose(path, [row["support"] for row in rows], rtol=1e-5)
     np.testing.assert_allclose(query, rows[-1]["query"], rtol=1e-5)
     # ... and the task loss's steps are CAVIA's: a learner whose inner loss is its task loss.
-    cavia = CAVIA(
-        input_dim=dim,
-        output_dim=ways,
-        task_loss="cross_entropy",
-        context_dim=4,
-        num_inner_steps=2,
-        inner_lr=0.5,
-    )
+    cavia = CAVIA(**shared)
     cavia.network.set_weights(learner.network.get_weights())
     path, query = inner_loop_jumps.stepped_path(learner, batch, learner.support_loss, 0.5)
     adapted = cavia.adapt(batch.support_x, batch.support_y, batch.support_mask)
