@@ -81,13 +81,12 @@ def _method_bindings(method: str, args: argparse.Namespace) -> tuple[str, tuple[
     return config, bindings
 
 
-def _write_table(lines: list[str], path: str) -> str:
+def _write_table(lines: list[str], path: str) -> None:
     """The Markdown table's lines, written to path and printed."""
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)
     print(text)
-    return text
 
 
 def _ints(text: str) -> list[int]:

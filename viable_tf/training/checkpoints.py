@@ -262,22 +262,21 @@ class TrainingCheckpoints:
     def restore(self) -> bool:
         """Restores the chief's latest training state, if there is one."""
         self.wait()
-        latest = tf.train.latest_checkpoint(self.run_dir.checkpoints)
         state = tf.train.get_checkpoint_state(self.run_dir.checkpoints)
-        if latest is None and state is not None:
-            # TensorFlow logs an error and answers None: the run would start over from
-            # step 0 and overwrite the folder of the run it was asked to resume.
-            named = os.path.basename(state.model_checkpoint_path)
+        if state is None:
+            return False
+        latest = state.model_checkpoint_path  # made absolute by the reader
+        if not tf.io.gfile.exists(latest + ".index"):
+            # tf.train.latest_checkpoint would log an error and answer None: the run would
+            # start over from step 0 and overwrite the folder it was asked to resume.
             raise FileNotFoundError(
-                f"{self.run_dir.checkpoints}/checkpoint names {named!r}, "
+                f"{self.run_dir.checkpoints}/checkpoint names {os.path.basename(latest)!r}, "
                 "whose files are missing; expected the folder as viable-train left it "
                 "(restore the checkpoint's files, or point the record at one that exists)"
             )
-        if latest:
-            self.latest.checkpoint.restore(latest).assert_consumed()
-            number = int(latest.rsplit("-", 1)[-1])
-            self.clock.resume(self.run_dir.checkpoints, number)
-        return bool(latest)
+        self.latest.checkpoint.restore(latest).assert_consumed()
+        self.clock.resume(self.run_dir.checkpoints, int(latest.rsplit("-", 1)[-1]))
+        return True
 
     def restore_best(self, learner) -> int:
         """Loads the best weights into `learner` (falling back to the latest state's);
