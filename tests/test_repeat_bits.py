@@ -1,0 +1,59 @@
+"""research/repeat_bits.py: it finds the calls whose outputs differ in any bit from the
+first call's, names the outputs, and its two programs run (their answer on a given
+machine is a measurement, in docs, not a test)."""
+
+import numpy as np
+import pytest
+
+from research.repeat_bits import (
+    config_meta_gradient,
+    first_differences,
+    main,
+    plain_meta_gradient,
+    row,
+)
+
+
+def test_a_repeating_function_has_no_differences():
+    value = [np.float32(1.5), np.arange(3, dtype=np.float32)]
+    assert first_differences(lambda: value, ["a", "b"], calls=5) == []
+
+
+def test_the_calls_that_differ_are_found_with_their_outputs():
+    calls = iter(range(10))
+
+    def drifting():  # b changes in its last bit from the fourth call (index 3) on
+        k = next(calls)
+        b = np.float32(1.0) if k < 3 else np.nextafter(np.float32(1.0), np.float32(2.0))
+        return [np.float32(7.0), b]
+
+    found = first_differences(drifting, ["a", "b"], calls=6)
+    assert [call for call, _, _ in found] == [3, 4, 5]
+    assert all(names == ["b"] for _, names, _ in found)
+    assert found[0][2] == pytest.approx(2.0**-23)
+    assert row("x", 6, found).startswith("| x | 6 | 3 | 3 | 1 outputs (first: b)")
+    assert row("x", 6, []) == "| x | 6 | 0 | | |"
+
+
+def test_the_plain_program_is_a_second_order_meta_gradient():
+    fn, names = plain_meta_gradient(images=4, pool="avg")
+    outputs = fn()
+    assert len(outputs) == len(names) == 1 + 4 * 3 + 1
+    assert all(np.all(np.isfinite(np.asarray(t))) for t in outputs)
+    # The context's FiLM weights get a gradient only through the inner step (the context
+    # starts at zero, where its scale and shift are zero): not zero, so the step is in it.
+    assert np.any(np.asarray(outputs[names.index("film0/kernel")]) != 0)
+
+
+def test_a_configuration_meta_gradient_is_named_by_its_variables():
+    fn, names = config_meta_gradient("gin/sine/cavia.gin", [])
+    outputs = fn()
+    assert names[0] == "meta-loss" and len(outputs) == len(names) > 2
+    assert np.shape(outputs[0]) == ()
+    assert all(np.any(np.asarray(g) != 0) for g in outputs[1:])  # every weight reached
+
+
+def test_too_few_calls_stop_with_one_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["plain", "--calls", "1"])
+    assert "--calls must be at least 2, got 1" in capsys.readouterr().err
