@@ -27,7 +27,7 @@ def first_differences(
 ) -> list[tuple[int, list[str], float]]:
     """Calls fn() `calls` times; for each call whose outputs differ in any bit from the
     first call's: (its index from 0, the names of the outputs that differ, the largest
-    absolute difference)."""
+    difference relative to the largest magnitude of its output in the first call)."""
     first = [np.asarray(t) for t in fn()]
     found = []
     for call in range(1, calls):
@@ -36,7 +36,9 @@ def first_differences(
             i for i, (a, b) in enumerate(zip(first, now, strict=True)) if a.tobytes() != b.tobytes()
         ]
         if differ:
-            largest = max(float(np.max(np.abs(first[i] - now[i]))) for i in differ)
+            largest = max(
+                float(np.max(np.abs(first[i] - now[i])) / np.max(np.abs(first[i]))) for i in differ
+            )
             found.append((call, [names[i] for i in differ], largest))
     return found
 
@@ -76,7 +78,10 @@ def plain_meta_gradient(images: int, pool: str, seed: int = 0):
     weights, names, channels = [], [], 1
     for layer in range(4):
         weights += [
-            tf.Variable(rng.normal(size=(3, 3, channels, 32)).astype(np.float32) * 0.3),
+            tf.Variable(
+                rng.normal(size=(3, 3, channels, 32)).astype(np.float32)
+                * (2 / (9 * channels)) ** 0.5
+            ),
             tf.Variable(np.zeros(32, np.float32)),
             tf.Variable(rng.normal(size=(100, 64)).astype(np.float32) * 0.1),
         ]
@@ -118,7 +123,7 @@ def row(what: str, calls: int, found: list[tuple[int, list[str], float]]) -> str
     outputs = sorted({n for _, ns, _ in found for n in ns})
     return (
         f"| {what} | {calls} | {len(found)} | {first} | {len(outputs)} outputs "
-        f"(first: {', '.join(names[:3])}); largest difference {largest:.3g} |"
+        f"(first: {', '.join(names[:3])}); largest relative difference {largest:.2g} |"
     )
 
 

@@ -25,12 +25,12 @@ def test_the_calls_that_differ_are_found_with_their_outputs():
     def drifting():  # b changes in its last bit from the fourth call (index 3) on
         k = next(calls)
         b = np.float32(1.0) if k < 3 else np.nextafter(np.float32(1.0), np.float32(2.0))
-        return [np.float32(7.0), b]
+        return [np.float32(7.0), np.float32(2.0) * b]
 
     found = first_differences(drifting, ["a", "b"], calls=6)
     assert [call for call, _, _ in found] == [3, 4, 5]
     assert all(names == ["b"] for _, names, _ in found)
-    assert found[0][2] == pytest.approx(2.0**-23)
+    assert found[0][2] == pytest.approx(2.0**-23)  # one ulp of 1, relative to |2|
     assert row("x", 6, found).startswith("| x | 6 | 3 | 3 | 1 outputs (first: b)")
     assert row("x", 6, []) == "| x | 6 | 0 | | |"
 
