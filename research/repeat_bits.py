@@ -3,15 +3,16 @@ behind "Runs do not retrace their path" (docs/omniglot/end_to_end.md): resumed f
 checkpoint, two processes of a conv run part in the last bits after a few updates.
 
     python -m research.repeat_bits config GIN_FILE [--calls 130] [--gin_param=...]
-    python -m research.repeat_bits plain [--calls 150] [--images 880] [--pool max|avg]
+    python -m research.repeat_bits plain [--calls 150] [--images 880] [--pool max|avg] \
+        [--layers 4] [--shift_only]
 
 `config` builds the trainer of GIN_FILE (its initial weights) and calls its meta-gradient
 `calls` times on the meta-batch of update 0, the weights unchanged; `plain` does the same
-with a program of TensorFlow ops alone (no viable_tf): a 4-layer conv net whose feature
-maps a 100-number context scales and shifts (FiLM), one inner step on the context from
-zero, the gradient of the loss after it in every weight (second order). Both print how
-many calls returned other bits than the first, from which call on, and in which
-gradients, as one Markdown row.
+with a program of TensorFlow ops alone (no viable_tf): a conv net (4 layers) whose
+feature maps a 100-number context scales and shifts (FiLM; --shift_only: shifts), one
+inner step on the context from zero, the gradient of the loss after it in every weight
+(second order). Both print how many calls returned other bits than the first, from which
+call on, and in which gradients, as one Markdown row.
 """
 
 from __future__ import annotations
@@ -67,16 +68,20 @@ def config_meta_gradient(gin_file: str, gin_params: Sequence[str]):
     return fn, ["meta-loss", *(v.path for v in trainer.variables)]
 
 
-def plain_meta_gradient(images: int, pool: str, seed: int = 0):
+def plain_meta_gradient(
+    images: int, pool: str, layers: int = 4, shift_only: bool = False, seed: int = 0
+):
     """(fn, names): the second-order gradient of a FiLM conv net's loss after one inner
-    step on its context, in TensorFlow ops alone, on `images` fixed random 28 x 28 images."""
+    step on its context, in TensorFlow ops alone, on `images` fixed random 28 x 28 images
+    (`layers` conv layers; the context shifts their feature maps and, unless
+    `shift_only`, scales them)."""
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
     x = tf.constant(rng.normal(size=(images, 28, 28, 1)).astype(np.float32))
     y = tf.constant(rng.integers(0, 20, size=images))
     weights, names, channels = [], [], 1
-    for layer in range(4):
+    for layer in range(layers):
         weights += [
             tf.Variable(
                 rng.normal(size=(3, 3, channels, 32)).astype(np.float32)
@@ -93,10 +98,11 @@ def plain_meta_gradient(images: int, pool: str, seed: int = 0):
 
     def loss(context):
         h = x
-        for layer in range(4):
+        for layer in range(layers):
             kernel, bias, film = weights[3 * layer : 3 * layer + 3]
             scale, shift = tf.split(context @ film, 2, axis=-1)
-            h = (tf.nn.conv2d(h, kernel, 1, "SAME") + bias) * (1.0 + scale) + shift
+            h = tf.nn.conv2d(h, kernel, 1, "SAME") + bias
+            h = (h if shift_only else h * (1.0 + scale)) + shift
             h = pooling(tf.nn.relu(h), 2, 2, "VALID")
         logits = tf.reduce_mean(h, [1, 2]) @ weights[-1]
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
@@ -137,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     plain = sub.add_parser("plain", help="the same in TensorFlow ops alone")
     plain.add_argument("--images", type=int, default=880)
     plain.add_argument("--pool", choices=("max", "avg"), default="max")
+    plain.add_argument("--layers", type=int, default=4)
+    plain.add_argument("--shift_only", action="store_true")
     plain.add_argument("--calls", type=int, default=150)
     args = parser.parse_args(argv)
     if args.calls < 2:
@@ -145,10 +153,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         fn, names = config_meta_gradient(args.gin_file, args.gin_param)
         what = args.gin_file
     else:
-        if args.images < 1:
-            parser.error(f"--images must be at least 1, got {args.images}")
-        fn, names = plain_meta_gradient(args.images, args.pool)
-        what = f"plain, {args.images} images, {args.pool} pooling"
+        for flag in ("images", "layers"):
+            if getattr(args, flag) < 1:
+                parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+        fn, names = plain_meta_gradient(args.images, args.pool, args.layers, args.shift_only)
+        film = "shift" if args.shift_only else "scale and shift"
+        what = f"plain, {args.layers} layers, {film}, {args.images} images, {args.pool} pooling"
     print("| program | calls | calls with other bits | first such call | where |")
     print("|---|---:|---:|---:|---|")
     print(row(what, args.calls, first_differences(fn, names, args.calls)))

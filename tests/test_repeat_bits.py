@@ -43,6 +43,12 @@ def test_the_plain_program_is_a_second_order_meta_gradient():
     # The context's FiLM weights get a gradient only through the inner step (the context
     # starts at zero, where its scale and shift are zero): not zero, so the step is in it.
     assert np.any(np.asarray(outputs[names.index("film0/kernel")]) != 0)
+    fn, names = plain_meta_gradient(images=4, pool="max", layers=1, shift_only=True)
+    outputs = dict(zip(names, fn(), strict=True))
+    assert len(outputs) == 1 + 3 + 1
+    # Shifts alone: the scale half of the FiLM weights gets no gradient.
+    assert np.all(np.asarray(outputs["film0/kernel"])[:, :32] == 0)
+    assert np.any(np.asarray(outputs["film0/kernel"])[:, 32:] != 0)
 
 
 def test_a_configuration_meta_gradient_is_named_by_its_variables():
@@ -53,7 +59,15 @@ def test_a_configuration_meta_gradient_is_named_by_its_variables():
     assert all(np.any(np.asarray(g) != 0) for g in outputs[1:])  # every weight reached
 
 
-def test_too_few_calls_stop_with_one_line(capsys):
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["plain", "--calls", "1"], "--calls must be at least 2, got 1"),
+        (["plain", "--layers", "0"], "--layers must be at least 1, got 0"),
+        (["plain", "--images", "0"], "--images must be at least 1, got 0"),
+    ],
+)
+def test_bad_counts_stop_with_one_line(argv, line, capsys):
     with pytest.raises(SystemExit):
-        main(["plain", "--calls", "1"])
-    assert "--calls must be at least 2, got 1" in capsys.readouterr().err
+        main(argv)
+    assert line in capsys.readouterr().err
