@@ -2,7 +2,7 @@
 behind "Runs do not retrace their path" (docs/omniglot/end_to_end.md): resumed from one
 checkpoint, two processes of a conv run part in the last bits after a few updates.
 
-    python -m research.repeat_bits config GIN_FILE [--calls 130] [--gin_param=...]
+    python -m research.repeat_bits config GIN_FILE [--calls 130] [--gin_param=...] [--jit_compile]
     python -m research.repeat_bits plain [--calls 150] [--images 880] [--pool max|avg] \
         [--layers 4] [--shift_only]
 
@@ -12,7 +12,9 @@ with a program of TensorFlow ops alone (no viable_tf): a conv net (4 layers) who
 feature maps a 100-number context scales and shifts (FiLM; --shift_only: shifts), one
 inner step on the context from zero, the gradient of the loss after it in every weight
 (second order). Both print how many calls returned other bits than the first, from which
-call on, and in which gradients, as one Markdown row.
+call on, and in which gradients, as one Markdown row. --jit_compile compiles the
+configuration's meta-gradient with XLA: one executable, no graph executor scheduling
+its ops.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ def first_differences(
     return found
 
 
-def config_meta_gradient(gin_file: str, gin_params: Sequence[str]):
+def config_meta_gradient(gin_file: str, gin_params: Sequence[str], jit_compile: bool = False):
     """(fn, names): the meta-gradient of GIN_FILE's trainer at its initial weights on the
-    meta-batch of update 0 (the meta-loss first)."""
+    meta-batch of update 0 (the meta-loss first), compiled by XLA if `jit_compile`."""
     import tempfile
 
     import tensorflow as tf
@@ -59,7 +61,7 @@ def config_meta_gradient(gin_file: str, gin_params: Sequence[str]):
     trainer = Trainer(model_dir=tempfile.mkdtemp())
     trainer.restore()
     batch = trainer.draw_tasks(tf.constant(0, tf.int64))
-    meta_gradients = tf.function(trainer.meta_gradients, autograph=False)
+    meta_gradients = tf.function(trainer.meta_gradients, autograph=False, jit_compile=jit_compile)
 
     def fn():
         loss, _, grads = meta_gradients(batch)
@@ -140,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     config.add_argument("gin_file")
     config.add_argument("--gin_param", action="append", default=[])
     config.add_argument("--calls", type=int, default=130)
+    config.add_argument("--jit_compile", action="store_true")
     plain = sub.add_parser("plain", help="the same in TensorFlow ops alone")
     plain.add_argument("--images", type=int, default=880)
     plain.add_argument("--pool", choices=("max", "avg"), default="max")
@@ -150,8 +153,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.calls < 2:
         parser.error(f"--calls must be at least 2, got {args.calls}")
     if args.what == "config":
-        fn, names = config_meta_gradient(args.gin_file, args.gin_param)
-        what = args.gin_file
+        fn, names = config_meta_gradient(args.gin_file, args.gin_param, args.jit_compile)
+        what = args.gin_file + (", XLA" if args.jit_compile else "")
     else:
         for flag in ("images", "layers"):
             if getattr(args, flag) < 1:

@@ -57,6 +57,10 @@ def test_a_configuration_meta_gradient_is_named_by_its_variables():
     assert names[0] == "meta-loss" and len(outputs) == len(names) > 2
     assert np.shape(outputs[0]) == ()
     assert all(np.any(np.asarray(g) != 0) for g in outputs[1:])  # every weight reached
+    compiled, _ = config_meta_gradient("gin/sine/cavia.gin", [], jit_compile=True)
+    # The same quantities through XLA (how close two float paths come is
+    # test_networks.py's float_sensitive claim, not this probe's).
+    assert [np.shape(t) for t in compiled()] == [np.shape(t) for t in outputs]
 
 
 @pytest.mark.parametrize(
