@@ -39,11 +39,17 @@ def first_differences(
             i for i, (a, b) in enumerate(zip(first, now, strict=True)) if a.tobytes() != b.tobytes()
         ]
         if differ:
-            largest = max(
-                float(np.max(np.abs(first[i] - now[i])) / np.max(np.abs(first[i]))) for i in differ
-            )
+            largest = max(_relative(first[i], now[i]) for i in differ)
             found.append((call, [names[i] for i in differ], largest))
     return found
+
+
+def _relative(first: np.ndarray, now: np.ndarray) -> float:
+    """The largest |now - first| over the largest |first| (an output that was all zeros
+    counts its largest |now| itself)."""
+    scale = float(np.max(np.abs(first))) if first.size else 0.0
+    difference = float(np.max(np.abs(now.astype(np.float64) - first))) if first.size else 0.0
+    return difference / scale if scale > 0 else difference
 
 
 def config_meta_gradient(gin_file: str, gin_params: Sequence[str], jit_compile: bool = False):

@@ -35,6 +35,15 @@ def test_the_calls_that_differ_are_found_with_their_outputs():
     assert row("x", 6, []) == "| x | 6 | 0 | | |"
 
 
+def test_an_output_that_was_zero_counts_its_new_size():
+    calls = iter(range(3))
+    found = first_differences(lambda: [np.float32(next(calls) * 0.5)], ["z"], calls=3)
+    assert [(call, names, size) for call, names, size in found] == [
+        (1, ["z"], 0.5),
+        (2, ["z"], 1.0),
+    ]
+
+
 def test_the_plain_program_is_a_second_order_meta_gradient():
     fn, names = plain_meta_gradient(images=4, pool="avg")
     outputs = fn()
