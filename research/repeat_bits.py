@@ -47,8 +47,8 @@ def first_differences(
 def _relative(first: np.ndarray, now: np.ndarray) -> float:
     """The largest |now - first| over the largest |first| (an output that was all zeros
     counts its largest |now| itself)."""
-    scale = float(np.max(np.abs(first))) if first.size else 0.0
-    difference = float(np.max(np.abs(now.astype(np.float64) - first))) if first.size else 0.0
+    scale = float(np.max(np.abs(first), initial=0.0))
+    difference = float(np.max(np.abs(now.astype(np.float64) - first), initial=0.0))
     return difference / scale if scale > 0 else difference
 
 
@@ -64,8 +64,7 @@ def config_meta_gradient(gin_file: str, gin_params: Sequence[str], jit_compile: 
     parse_gin([gin_file], [*gin_params, "Trainer.show_progress=False"])
     from viable_tf.training import Trainer
 
-    trainer = Trainer(model_dir=tempfile.mkdtemp())
-    trainer.restore()
+    trainer = Trainer(model_dir=tempfile.mkdtemp())  # a new folder: nothing to restore
     batch = trainer.draw_tasks(tf.constant(0, tf.int64))
     meta_gradients = tf.function(trainer.meta_gradients, autograph=False, jit_compile=jit_compile)
 
