@@ -2,7 +2,7 @@
 
 from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.cavia import CAVIA
-from viable_tf.learners.heads import Head, LinearHead, PrototypeHead
+from viable_tf.learners.heads import Head, LinearHead, PrototypeHead, SteppedLinearHead
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
 from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
@@ -20,6 +20,7 @@ __all__ = [
     "Learner",
     "LinearHead",
     "PrototypeHead",
+    "SteppedLinearHead",
     "cross_entropy",
     "get_task_loss",
     "squared_error",

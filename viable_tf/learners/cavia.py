@@ -6,7 +6,9 @@ per task, at the class means of the support features computed at phi_0
 and the head's (kernel, bias), stepped through phi only; with `adapt_head=True` the inner
 loop steps the head's (kernel, bias) too, from the class means (as Proto-MAML fine-tunes
 its prototype-initialised output layer), so that an inner loss can move a prototype away
-from a class's mislabelled shots (SPEC §8).
+from a class's mislabelled shots (SPEC §8). Under `head=SteppedLinearHead()` the output
+layer starts, per task, at a meta-learned shared start, and `adapt_head=True` steps it
+as MAML steps its own.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ class CAVIA(Learner):
         self.adapts_context = not self.head.per_task  # else the state holds the head too
         if adapt_head and not self.head.per_task:
             raise ValueError(
-                "adapt_head=True steps a per-task head (the prototype head); the linear "
-                "head's weights are shared, not adapted"
+                "adapt_head=True steps a per-task head (PrototypeHead, SteppedLinearHead); "
+                "the linear head's weights are shared, not adapted"
             )
         self.adapt_head = adapt_head
         if adapt_head:

@@ -1,8 +1,9 @@
 """A classifier's output layer, as an object a learner holds: the prediction network's own
-(`LinearHead`, the paper's) or one made per task from the support set (`PrototypeHead`,
-learners/prototypes.py). CAVIA, MAML and VIABLE on them hold no head branches: they ask
-their head for the network they need, for its per-task part of the adapted state
-(`AdaptedState.head`) and for the logits.
+(`LinearHead`, the paper's), one made per task from the support set (`PrototypeHead`,
+learners/prototypes.py), or a meta-learned start copied per task (`SteppedLinearHead`).
+CAVIA, MAML and VIABLE on them hold no head branches: they ask their head for the
+network they need, for its per-task part of the adapted state (`AdaptedState.head`) and
+for the logits.
 
 Chosen in gin by reference:
 
@@ -10,13 +11,16 @@ Chosen in gin by reference:
     PrototypeHead.temperature = 0.1        # and learn_temperature, prototype
 
 A head is plain Python, not a Keras layer: a weight it has (a learned temperature) is
-the learner's (`build`), so checkpoints and the order in which weights are created are
-those of the learner with the head's options as its own arguments, which the learners
-still take for configs written so (`head='prototypes'`, `head_temperature=...`).
+the learner's (`build`, through `learner_weight`, which makes it an attribute of the
+learner so that checkpoints and exports hold it), so checkpoints and the order in which
+weights are created are those of the learner with the head's options as its own
+arguments, which the learners still take for configs written so (`head='prototypes'`,
+`head_temperature=...`).
 
 Adding a head: subclass `Head`, say whether the network keeps its output layer, and give
 `empty` (the state with no support set), `start` (from the support set's features) and
-`apply` (features and the per-task state to logits).
+`apply` (features and the per-task state to logits); weights whose shapes need the
+network's are made in `build_after_network`.
 
 Shape legend: B tasks, K support points, P points, H features, N classes.
 """
@@ -62,6 +66,11 @@ class Head(abc.ABC):
         head says otherwise."""
         return None
 
+    def build_after_network(self, learner: keras.layers.Layer, network) -> None:
+        """Creates the head's weights whose shapes need the network's (its feature
+        dimension), after the network's own: none, unless a head says otherwise."""
+        return None
+
     def empty(self, batch_size: tf.Tensor, network, num_classes: int) -> tuple[tf.Tensor, ...]:
         """The per-task state with no support set."""
         return ()
@@ -80,6 +89,15 @@ class Head(abc.ABC):
     @abc.abstractmethod
     def apply(self, outputs: tf.Tensor, state: tuple[tf.Tensor, ...]) -> tf.Tensor:
         """The network's outputs [B, P, ...] and the per-task state -> predictions."""
+
+
+def learner_weight(learner: keras.layers.Layer, attribute: str, **add_weight) -> tf.Variable:
+    """A head's weight: created on `learner` and held as its `attribute` too, so that
+    checkpoints and SavedModels keep it (a weight held only by the plain-Python head is
+    trained, being the learner's, but neither saved nor exported)."""
+    weight = learner.add_weight(**add_weight)
+    setattr(learner, attribute, weight)
+    return weight
 
 
 @gin.configurable
@@ -129,7 +147,9 @@ class PrototypeHead(Head):
 
     def build(self, learner) -> None:
         if self.learn_temperature:
-            self.temperature = learner.add_weight(
+            self.temperature = learner_weight(
+                learner,
+                "temperature",  # the learner's attribute before heads were objects
                 shape=(),
                 initializer=keras.initializers.Constant(math.log(self.initial_temperature)),
                 name="log_head_temperature",
@@ -149,6 +169,47 @@ class PrototypeHead(Head):
     def apply(self, outputs, state):
         kernel, bias = state
         return prototypes.apply_head(outputs, kernel, bias, self.temperature)
+
+
+@gin.configurable
+class SteppedLinearHead(Head):
+    """A linear output layer meta-learned as a shared start and copied per task, so that
+    the inner loop can step it (CAVIA's `adapt_head=True`) as MAML steps its own output
+    layer, while the network below stays shared.
+
+    Beside the prototype head it separates the two things that head gives CAVIA: an
+    output layer stepped per task, and a start at the support set's class means. Without
+    `adapt_head` it is CAVIA's linear output layer held in the adapted state.
+    """
+
+    name = "stepped_linear"
+    network_output_layer = False
+    per_task = True
+
+    def __init__(self) -> None:
+        self.kernel = self.bias = None
+
+    def build_after_network(self, learner, network) -> None:
+        shape = (network.feature_dim, learner.output_dim)  # [H, N], as keras' Dense makes it
+        self.kernel = learner_weight(
+            learner, "head_kernel", shape=shape, initializer="glorot_uniform", name="head_kernel"
+        )
+        self.bias = learner_weight(
+            learner, "head_bias", shape=shape[1:], initializer="zeros", name="head_bias"
+        )
+
+    def empty(self, batch_size, network, num_classes):
+        # The shared start, one copy per task; the tile keeps the meta-gradient path.
+        kernel = tf.tile(self.kernel[None], tf.stack([batch_size, 1, 1]))  # [B, H, N]
+        bias = tf.tile(self.bias[None], tf.stack([batch_size, 1]))  # [B, N]
+        return (kernel, bias)
+
+    def start(self, features, support_y, support_mask, num_classes):
+        return self.empty(tf.shape(support_y)[0], None, num_classes)
+
+    def apply(self, outputs, state):
+        kernel, bias = state
+        return prototypes.apply_head(outputs, kernel, bias)
 
 
 #: A head by the name the learners' `head` argument takes.
@@ -186,10 +247,12 @@ def make_head(
 
 def build_network(learner, network, head: Head):
     """`network(...)` for `learner`, with its output layer or without it (its last hidden
-    layer then feeds the head)."""
-    return network(
+    layer then feeds the head), and the head's weights that need the network's shapes."""
+    built = network(
         input_dim=learner.input_dim,
         output_dim=learner.output_dim,
         context_dim=learner.context_dim,
         **({} if head.network_output_layer else {"output_layer": False}),
     )
+    head.build_after_network(learner, built)
+    return built
