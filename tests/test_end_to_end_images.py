@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from viable_tf.datasets import load_embeddings, omniglot
 from viable_tf.experiments.omniglot_conv import prepare_pixels
-from viable_tf.learners import CAVIA, VIABLE, AdaptedState
+from viable_tf.learners import CAVIA, MAMLVIABLE, VIABLE, AdaptedState
 from viable_tf.learners.viable import canonical_logits
 from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, keras_network
 from viable_tf.run_dir import RunDir
@@ -274,8 +274,8 @@ def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
 def test_penultimate_pair_inputs_need_cavia_with_a_functional_model():
     with pytest.raises(ValueError, match="pair_inputs must be one of"):
         _viable(RelationLossNetwork, pair_inputs="pixels")
-    with pytest.raises(ValueError, match="needs VIABLE on CAVIA with the plain output layer"):
-        _viable(RelationLossNetwork, pair_inputs="penultimate", head="prototypes")
+    with pytest.raises(ValueError, match="needs VIABLE on CAVIA, with a per-task head"):
+        _on_conv_film(MAMLVIABLE, loss_network=RelationLossNetwork, pair_inputs="penultimate")
     # The pair network's trainable weights are the learner's own, none twice.
     learner = _viable(lambda: RelationLossNetwork(hidden_units=(8,)), pair_inputs="penultimate")
     ids = [id(v) for v in learner.trainable_variables]

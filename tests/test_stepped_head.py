@@ -9,7 +9,7 @@ from inner_step_checks import assert_one_inner_step_is_a_hand_step
 
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, VIABLE, SteppedLinearHead
-from viable_tf.networks import PredictionNetwork, SimpleLossNetwork
+from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
 
 N, D, C = 5, 12, 8
@@ -149,3 +149,46 @@ def test_a_heads_weights_are_checkpointed_and_exported_with_the_learner(tmp_path
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         export = export_saved_model(learner, str(tmp_path / f"export_{learner.head.name}"))
         assert tf.saved_model.load(export).signatures["serving_default"] is not None
+
+
+def test_relviable_under_a_per_task_head_sees_the_features_the_head_maps():
+    """pair_inputs='penultimate' under a per-task head: the network ends at its features,
+    and the pair network sees them at the current phi beside the head's logits; the
+    pair loss is order-invariant and a padded point takes part in no pair."""
+    keras.utils.set_random_seed(7)
+    learner = VIABLE(
+        input_dim=D,
+        output_dim=N,
+        context_dim=C,
+        num_inner_steps=1,
+        task_loss="cross_entropy",
+        head=SteppedLinearHead(),
+        adapt_head=True,
+        residual=True,
+        pair_inputs="penultimate",
+        loss_network=lambda: RelationLossNetwork(hidden_units=(16, 16), activation="tanh"),
+        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
+    )
+    assert learner.feature_dim == 1 + N + N + 24  # L_T, logits, one-hot, h
+    batch = _episodes(b=1, shots=1)
+    support = (batch.support_x, batch.support_y, batch.support_mask)
+    state = learner.start_state(*support)
+    state = state.replace(context=tf.random.stateless_normal([1, C], seed=[3, 4], alg="philox"))
+    loss = learner.inner_loss(state, *support).numpy()
+    order = [3, 0, 4, 1, 2]
+    shuffled = learner.inner_loss(
+        state, *(tf.gather(t, order, axis=1) for t in support[:2]), batch.support_mask
+    )
+    np.testing.assert_allclose(shuffled.numpy(), loss, rtol=1e-5)
+    padded = learner.inner_loss(
+        state,
+        tf.concat([batch.support_x, tf.fill([1, 1, D], 1e3)], axis=1),
+        tf.concat([batch.support_y, [[0]]], axis=1),
+        tf.concat([batch.support_mask, [[False]]], axis=1),
+    )
+    np.testing.assert_allclose(padded.numpy(), loss, rtol=1e-5)
+    # The features are the network's own at phi: the learned loss's gradient reaches phi.
+    with tf.GradientTape() as tape:
+        tape.watch(state.context)
+        total = tf.reduce_sum(learner.inner_loss(state, *support))
+    assert np.abs(tape.gradient(total, state.context).numpy()).max() > 0

@@ -119,11 +119,14 @@ class LearnedInnerLoss:
         """How many numbers of each point's input the loss network sees: D, or H."""
         if self.pair_inputs == "x":
             return self.input_dim  # D
+        if isinstance(self, CAVIA) and self.head.per_task:
+            return self.network.feature_dim  # H: the network ends where the head starts
         if not self.adapts_context or not hasattr(self.network, "call_with_penultimate"):
             raise ValueError(
-                "pair_inputs='penultimate' needs VIABLE on CAVIA with the plain output layer "
-                "(the adapted state is the context alone) and a network that gives its "
-                "penultimate features (keras_network of a functional model)"
+                "pair_inputs='penultimate' needs VIABLE on CAVIA, with a per-task head "
+                "(the network ends at its features) or with the plain output layer and a "
+                "network that gives its penultimate features (keras_network of a "
+                "functional model)"
             )
         return self.network.penultimate_dim  # H; builds the two-output model now
 
@@ -162,7 +165,11 @@ class LearnedInnerLoss:
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         if self.loss_network.include_inputs and self.pair_inputs != "x":
             # What the output layer sees, at the current state: h [B, K, H].
-            y_hat, inputs = self.network.call_with_penultimate(support_x, state.context)
+            if self.head.per_task:  # the network's output is h; the head maps it
+                inputs = self.network(support_x, state.context)
+                y_hat = self.head.apply(inputs, state.head)  # as predict(state, x)
+            else:
+                y_hat, inputs = self.network.call_with_penultimate(support_x, state.context)
             if self.pair_inputs == "penultimate_stopped":
                 inputs = tf.stop_gradient(inputs)
         else:
