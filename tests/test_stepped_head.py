@@ -1,6 +1,8 @@
 """SteppedLinearHead: a linear output layer meta-learned as a shared start and copied per
 task, so that CAVIA's inner loop can step it (`adapt_head=True`) as MAML steps its own."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -8,14 +10,15 @@ import tensorflow as tf
 from inner_step_checks import assert_one_inner_step_is_a_hand_step
 
 from viable_tf.export import export_saved_model
-from viable_tf.learners import CAVIA, VIABLE, SteppedLinearHead
+from viable_tf.learners import CAVIA, VIABLE, PrototypeHead, SteppedLinearHead
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
 
 N, D, C = 5, 12, 8
 
 
-def _learner(adapt_head=False, learner=CAVIA, **kwargs):
+def _learner(adapt_head=False, learner=CAVIA, head=None, **kwargs):
+    """A learner on a small MLP under `head` (a SteppedLinearHead unless given)."""
     keras.utils.set_random_seed(7)
     return learner(
         input_dim=D,
@@ -23,7 +26,7 @@ def _learner(adapt_head=False, learner=CAVIA, **kwargs):
         context_dim=C,
         num_inner_steps=1,
         task_loss="cross_entropy",
-        head=SteppedLinearHead(),
+        head=SteppedLinearHead() if head is None else head,
         adapt_head=adapt_head,
         network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
         **kwargs,
@@ -120,30 +123,19 @@ def test_a_heads_weights_are_checkpointed_and_exported_with_the_learner(tmp_path
     """A learned temperature and a stepped layer's start are the learner's attributes:
     a checkpoint holds them under the learner's names (the temperature's as before heads
     were objects) and restores them, and an export serves them."""
-    from viable_tf.learners import PrototypeHead
-
-    def make():
-        keras.utils.set_random_seed(7)
-        return CAVIA(
-            input_dim=D,
-            output_dim=N,
-            context_dim=C,
-            task_loss="cross_entropy",
-            head=PrototypeHead(temperature=3.0, learn_temperature=True),
-            network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
-        )
-
-    for learner, names in (
-        (make(), ["learner/temperature"]),
-        (_learner(adapt_head=True), ["learner/head_kernel", "learner/head_bias"]),
+    learned_temperature = functools.partial(PrototypeHead, temperature=3.0, learn_temperature=True)
+    for make, names in (  # a head holds its learner's weight: a new one for each learner
+        (lambda: _learner(head=learned_temperature()), ["learner/temperature"]),
+        (lambda: _learner(adapt_head=True), ["learner/head_kernel", "learner/head_bias"]),
     ):
+        learner = make()
         for weight in learner.trainable_weights:
             weight.assign_add(tf.fill(weight.shape, 0.25))  # away from the initial values
         path = tf.train.Checkpoint(learner=learner).write(str(tmp_path / learner.head.name))
         saved = [name for name, _ in tf.train.list_variables(path)]
         for name in names:
             assert f"{name}/.ATTRIBUTES/VARIABLE_VALUE" in saved
-        fresh = make() if learner.head.name == "prototypes" else _learner(adapt_head=True)
+        fresh = make()
         tf.train.Checkpoint(learner=fresh).read(path).assert_consumed()
         for a, b in zip(learner.trainable_weights, fresh.trainable_weights, strict=True):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -155,19 +147,12 @@ def test_relviable_under_a_per_task_head_sees_the_features_the_head_maps():
     """pair_inputs='penultimate' under a per-task head: the network ends at its features,
     and the pair network sees them at the current phi beside the head's logits; the
     pair loss is order-invariant and a padded point takes part in no pair."""
-    keras.utils.set_random_seed(7)
-    learner = VIABLE(
-        input_dim=D,
-        output_dim=N,
-        context_dim=C,
-        num_inner_steps=1,
-        task_loss="cross_entropy",
-        head=SteppedLinearHead(),
+    learner = _learner(
         adapt_head=True,
+        learner=VIABLE,
         residual=True,
         pair_inputs="penultimate",
         loss_network=lambda: RelationLossNetwork(hidden_units=(16, 16), activation="tanh"),
-        network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
     )
     assert learner.feature_dim == 1 + N + N + 24  # L_T, logits, one-hot, h
     batch = _episodes(b=1, shots=1)
