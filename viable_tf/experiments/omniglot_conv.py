@@ -8,7 +8,9 @@ frozen-feature pipeline (viable-omniglot), every run to convergence by early sto
         --work_dir=W [--methods=cavia,simviable] [--settings=5way1shot]
 
 Beyond the five methods run by default, --methods takes cavia_proto and simviable_proto
-(the prototype head under CAVIA's and simVIABLE's inner steps) and maml_simviable.
+(the prototype head under CAVIA's and simVIABLE's inner steps), maml_simviable,
+relviable_leaky, and cavia_stepped, simviable_stepped and relviable_stepped (the output
+layer stepped per task, beyond the paper: gin/omniglot_conv/stepped.gin).
 
 Rerunning the command resumes every unfinished run from its last checkpoint (several
 invocations with disjoint --methods or --settings can run at once, one per core).
@@ -47,9 +49,17 @@ from viable_tf.run_dir import RunDir
 CONFIGS = "omniglot_conv"
 METHODS = ("cavia", "simviable", "relviable", "maml", "protonet")
 #: Beyond the table's five, where the time allows (SPEC §9): the prototype head under
-#: CAVIA and simVIABLE, simVIABLE on MAML, and relVIABLE with a leaky-ReLU pair network;
-#: run when named in --methods.
-MORE_METHODS = ("cavia_proto", "simviable_proto", "maml_simviable", "relviable_leaky")
+#: CAVIA and simVIABLE, simVIABLE on MAML, relVIABLE with a leaky-ReLU pair network, and
+#: the output layer stepped per task (beyond the paper); run when named in --methods.
+MORE_METHODS = (
+    "cavia_proto",
+    "simviable_proto",
+    "maml_simviable",
+    "relviable_leaky",
+    "cavia_stepped",
+    "simviable_stepped",
+    "relviable_stepped",
+)
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
 
