@@ -42,6 +42,8 @@ def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
     ]
     with open(os.path.join(purelib.stdout.strip(), "deps.pth"), "w") as f:
         f.write("\n".join(deps) + "\n")
+    # Where a plain `pip install` puts gin-config: site-packages/gin, beside the package.
+    os.makedirs(os.path.join(purelib.stdout.strip(), "gin"))
     _run(
         [
             sys.executable,
@@ -65,12 +67,15 @@ def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
             "-c",
             "import viable_tf, viable_tf.config as c; "
             "print(viable_tf.__file__); print(c.resolve('sine/relviable.gin')); "
-            "print(c.resolve('gin/omniglot/relviable_5way1shot.gin'))",
+            "print(c.resolve('gin/omniglot/relviable_5way1shot.gin')); "
+            "print(*c.config_roots())",
         ],
         cwd=elsewhere,
         env=env,
     ).stdout.split()
     assert all(path.startswith(str(venv)) for path in where), where
+    # Only the package's own configs: site-packages/gin beside it is gin-config's folder.
+    assert where[3:] == [os.path.join(os.path.dirname(where[0]), "gin")], where
     # Every config the experiment drivers name is shipped.
     _run(
         [

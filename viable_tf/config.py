@@ -98,9 +98,13 @@ _RETIRED_BINDING = re.compile(
 
 
 def config_roots() -> list[Path]:
-    """Where shipped configs live: inside the installed package, else the checkout."""
+    """Where shipped configs live: inside the installed package, else the checkout. An
+    installed package's parent is site-packages, whose `gin/` is gin-config itself."""
     package = Path(__file__).resolve().parent
-    return [path for path in (package / "gin", package.parent / "gin") if path.is_dir()]
+    for root in (package / "gin", package.parent / "gin"):
+        if root.is_dir():
+            return [root]
+    return []
 
 
 def shipped_configs() -> list[str]:
