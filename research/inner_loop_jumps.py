@@ -97,7 +97,7 @@ def _step(learner, state, loss_fn, support, rate: float):
     """The learner's own inner step of phi on `loss_fn` (per task, [B]) at `rate`: the
     stepped state and the loss before the step."""
     (stepped,), loss = learner.inner_step(
-        [state.context], lambda v: loss_fn(state.replace(context=v[0]), *support), rate
+        [state.context], lambda v: loss_fn(state.replace(context=v[0]), *support), [rate]
     )
     return state.replace(context=stepped), loss
 

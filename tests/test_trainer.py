@@ -217,7 +217,7 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
     assert restored
     weights = {v.numpy().tobytes() for v in run.learner.weights}
     assert all(value.tobytes() in weights for value in restored.values())
-    again = experiment.evaluate_loaded(run)
+    again, _ = experiment.evaluate_loaded(run)
     assert {k: again[k] for k in ("mean", "ci95", "checkpoint_step", "steps_trained", "seed")} == {
         k: record[k] for k in ("mean", "ci95", "checkpoint_step", "steps_trained", "seed")
     }

@@ -139,7 +139,7 @@ def test(
     run = load_run(
         model_dir, (f"SineTasks.outliers={outliers}", f"SineTasks.noise_std={noise_std!r}")
     )
-    record = evaluate_loaded(run, num_support=num_support)
+    record, _ = evaluate_loaded(run, num_support=num_support)
     write_json(record, path)
     return record
 

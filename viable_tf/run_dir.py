@@ -47,6 +47,11 @@ class RunDir:
         """viable-eval's result at K = `num_support`."""
         return os.path.join(self.path, f"eval_k{num_support}.json")
 
+    def per_task(self, num_support: int | None = None) -> str:
+        """Each test task's metric, of results.json (or of viable-eval's at K)."""
+        name = "per_task.json" if num_support is None else f"eval_k{num_support}_per_task.json"
+        return os.path.join(self.path, name)
+
     def read_results(self) -> dict:
         with open(self.results) as f:
             return json.load(f)

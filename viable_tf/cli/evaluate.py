@@ -43,8 +43,9 @@ def _main() -> int:
 
     run = load_run(args.model_dir, tuple(args.gin_param))
     for k in shots:
-        record = evaluate_loaded(run, num_support=k)
+        record, per_task = evaluate_loaded(run, num_support=k)
         write_json(record, run.run_dir.evaluation(record["num_support"]))
+        write_json(per_task, run.run_dir.per_task(record["num_support"]))
         print(json.dumps(record, indent=2))
     return 0
 

@@ -141,6 +141,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         first_order: bool = False,
         task_loss: str = "mse",
         inner_task_loss: str | None = None,
+        learned_inner_lr: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -159,6 +160,24 @@ class Learner(keras.layers.Layer, abc.ABC):
         # its place (e.g. 'huber'; task_losses.INNER_LOSSES). The outer loss is L_T.
         self.inner_task_loss_name = inner_task_loss
         self.inner_task_loss = get_inner_loss(inner_task_loss, task_loss)
+        # Meta-SGD (Li et al. 2017): a meta-learned step size for every adapted number,
+        # in place of the one alpha; built by the learner once it knows what it adapts.
+        self.learned_inner_lr = learned_inner_lr
+        self.inner_lrs: list[tf.Variable] = []
+
+    def build_inner_lrs(self, shapes: Sequence[Sequence[int]]) -> None:
+        """Meta-SGD's step sizes, one variable per adapted tensor of `shapes` (each without
+        the task axis B, in the order the inner loop steps them), all starting at
+        `inner_lr` and meta-learned with the rest. Nothing without `learned_inner_lr`."""
+        if not self.learned_inner_lr:
+            return
+        for i, shape in enumerate(shapes):
+            rate = self.add_weight(
+                shape=tuple(shape),
+                initializer=keras.initializers.Constant(self.inner_lr),
+                name=f"inner_lr_{i}",
+            )
+            self.inner_lrs.append(rate)  # alpha_i, broadcast over the task axis
 
     @property
     def every_class_reason(self) -> str | None:
@@ -184,6 +203,7 @@ class Learner(keras.layers.Layer, abc.ABC):
             "head": self.head.name,
             "inner_task_loss": self.inner_task_loss_name or self.task_loss_name,
             "prototype": self.head.prototype,
+            **({"learned_inner_lr": True} if self.learned_inner_lr else {}),
         }
 
     @abc.abstractmethod
@@ -255,13 +275,15 @@ class Learner(keras.layers.Layer, abc.ABC):
             return tf.nest.pack_sequence_as(state, tensors)
 
         losses = []
+        num_stepped = sum(stepped)
+        lrs = self.inner_lrs if self.learned_inner_lr else [self.inner_lr] * num_stepped
         for _ in range(self.num_inner_steps):
             adapted, loss = self.inner_step(
                 [t for t, step in zip(state, stepped, strict=True) if step],
                 lambda adapted: self.inner_loss(
                     with_adapted(adapted), support_x, support_y, support_mask
                 ),
-                self.inner_lr,
+                lrs,
             )
             state = with_adapted(adapted)
             losses.append(loss)
@@ -276,19 +298,22 @@ class Learner(keras.layers.Layer, abc.ABC):
         return [tf.zeros_like(v) for v in variables]
 
     def inner_step(
-        self, values: list[tf.Tensor], loss_fn, lr: float | tf.Tensor
+        self, values: list[tf.Tensor], loss_fn, lrs: Sequence[float | tf.Tensor]
     ) -> tuple[list[tf.Tensor], tf.Tensor]:
         """One gradient step of `values` on `loss_fn(values)` (per task, [B]): values -
         lr * d sum_b loss_b / d values (tasks are independent, so each task's values
-        follow their own loss), the gradient stopped for a first-order learner. Returns
-        the stepped values and the loss before the step. The one inner step every
-        learner takes (LEO's latent and fine-tuning steps too)."""
+        follow their own loss), the gradient stopped for a first-order learner. `lrs`
+        has one rate per value: a number, or Meta-SGD's tensor shaped as the value
+        without its task axis. Returns the stepped values and the loss before the step.
+        The one inner step every learner takes (LEO's latent and fine-tuning steps too)."""
         with tf.GradientTape() as tape:
             tape.watch(values)
             loss = loss_fn(values)  # [B]
             total = tf.reduce_sum(loss)
         grads = tape.gradient(total, values)
-        stepped = [v - lr * self._inner_gradient(g) for v, g in zip(values, grads, strict=True)]
+        stepped = [
+            v - lr * self._inner_gradient(g) for v, g, lr in zip(values, grads, lrs, strict=True)
+        ]
         return stepped, loss
 
     def _inner_gradient(self, grad: tf.Tensor) -> tf.Tensor:

@@ -84,6 +84,12 @@ class CAVIA(Learner):
         self.adapt_head = adapt_head
         if adapt_head:
             self.adapted_parts = ("context", "head")
+            if self.learned_inner_lr:
+                raise ValueError(
+                    "learned_inner_lr=True (Meta-SGD) learns a step size per context number; "
+                    "with adapt_head=True the stepped head would need its own: not supported"
+                )
+        self.build_inner_lrs([(self.context_dim,)])  # Meta-SGD: alpha [C]
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]

@@ -171,6 +171,11 @@ class LEO(Learner):
             task_loss=task_loss,
             **kwargs,
         )
+        if self.learned_inner_lr:
+            raise ValueError(
+                "learned_inner_lr=True (Meta-SGD) is for CAVIA, MAML and VIABLE on them; "
+                "LEO's latent and fine-tuning steps keep their own rates"
+            )
         self.num_latents = num_latents  # L
         self.num_latent_steps = num_latent_steps
         self.num_finetuning_steps = num_finetuning_steps
@@ -303,7 +308,7 @@ class LEO(Learner):
 
     def _step(self, value, loss_fn, lr):
         """One inner step of one tensor (Learner.inner_step)."""
-        (stepped,), loss = self.inner_step([value], lambda values: loss_fn(values[0]), lr)
+        (stepped,), loss = self.inner_step([value], lambda values: loss_fn(values[0]), [lr])
         return stepped, loss
 
     def _adapt(self, support_x, support_y, support_mask):

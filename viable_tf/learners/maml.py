@@ -65,6 +65,15 @@ class MAML(Learner):
         )
         self.head.build(self)  # its weights before the network's, as they always were
         self.network = build_network(self, network, self.head)
+        if self.learned_inner_lr and self.head.per_task:
+            raise ValueError(
+                "learned_inner_lr=True (Meta-SGD) learns a step size per weight of the "
+                "network; a per-task head's stepped output layer would need its own: "
+                "not supported"
+            )
+        # Meta-SGD: alpha shaped as each weight, then [C] for the context.
+        context = [(self.context_dim,)] if self.context_dim else []
+        self.build_inner_lrs([tuple(w.shape) for w in self.network.params] + context)
 
     def initial_state(self, batch_size: tf.Tensor) -> State:
         """Per-task copies of theta, (phi), (the head's kernel and bias)."""

@@ -67,6 +67,10 @@ CLASS_ORDERS = ("episode", "canonical")
 #: the learned loss's gradient flowing through them or not ("_stopped": they inform the
 #: loss as x does, and phi is reached through y_hat and L_T only).
 PAIR_INPUTS = ("x", "penultimate", "penultimate_stopped")
+#: What each point's features hold of the task loss L_T: its own (the paper's), the
+#: support set's mean over the real points (what a loss averaged before it reaches the
+#: loss network would give every point), or both.
+TASK_LOSS_FEATURES = ("point", "mean", "both")
 
 
 class LearnedInnerLoss:
@@ -83,9 +87,15 @@ class LearnedInnerLoss:
         pair_inputs: str = "x",
         gradient_agreement: bool = False,
         residual: bool = False,
+        task_loss_feature: str = "point",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if task_loss_feature not in TASK_LOSS_FEATURES:
+            raise ValueError(
+                f"task_loss_feature must be one of {TASK_LOSS_FEATURES}, got {task_loss_feature!r}"
+            )
+        self.task_loss_feature = task_loss_feature
         if not input_scale > 0:
             raise ValueError(f"input_scale must be > 0, got {input_scale}")
         if class_order not in CLASS_ORDERS:
@@ -108,7 +118,8 @@ class LearnedInnerLoss:
         self.loss_network = loss_network()  # Lhat_psi
         # Y, or N for a one-hot label; none when the label is the logits' first position.
         label_dim = 0 if class_order == "canonical" else self.output_dim
-        feature_dim = int(include_task_loss) + self.output_dim + label_dim
+        task_loss_dim = int(include_task_loss) * (2 if task_loss_feature == "both" else 1)
+        feature_dim = task_loss_dim + self.output_dim + label_dim
         if self.loss_network.include_inputs:
             feature_dim += self._input_feature_dim()
         feature_dim += 2 * int(gradient_agreement)
@@ -144,12 +155,31 @@ class LearnedInnerLoss:
             "pair_inputs": self.pair_inputs,
             "gradient_agreement": self.gradient_agreement,
             "residual": self.residual,
+            # Options of the reproduction study appear where they are set.
+            **(
+                {"task_loss_feature": self.task_loss_feature}
+                if self.task_loss_feature != "point"
+                else {}
+            ),
+            **(
+                {"readout": "set"}
+                if self.loss_network.variant == "rel" and self.loss_network.readout == "set"
+                else {}
+            ),
         }
 
-    def point_features(self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor) -> tf.Tensor:
+    def point_features(
+        self, x: tf.Tensor, y: tf.Tensor, y_hat: tf.Tensor, mask: tf.Tensor | None = None
+    ) -> tf.Tensor:
         """x [B, K, D] (or the penultimate h [B, K, H]), y [B, K, Y] (or int [B, K]),
-        y_hat [B, K, Y] -> f [B, K, F]."""
+        y_hat [B, K, Y], mask bool [B, K] (None: every point is real) -> f [B, K, F]."""
         point_loss = self.task_loss(y_hat, y)  # [B, K]
+        losses = [point_loss[..., None]]  # [B, K, 1]
+        if self.task_loss_feature != "point":
+            real = tf.ones_like(point_loss, tf.bool) if mask is None else mask
+            mean = masked_mean(point_loss, real, axis=1)  # [B]
+            mean = tf.broadcast_to(mean[:, None, None], tf.shape(losses[0]))  # [B, K, 1]
+            losses = [mean] if self.task_loss_feature == "mean" else [losses[0], mean]
         if self.class_order == "canonical":
             y_hat, y = canonical_logits(y_hat, y), None  # [B, K, N]: the label's first
         elif self.is_classifier:
@@ -157,7 +187,7 @@ class LearnedInnerLoss:
         scale = self.input_scale
         parts = [y_hat / scale] + ([] if y is None else [y / scale])
         if self.include_task_loss:
-            parts.insert(0, point_loss[..., None] / scale**2)
+            parts[:0] = [loss / scale**2 for loss in losses]
         if self.loss_network.include_inputs:
             parts.append(x / scale if scale != 1.0 else x)
         return tf.concat(parts, axis=-1)  # [B, K, F]
@@ -174,7 +204,7 @@ class LearnedInnerLoss:
                 inputs = tf.stop_gradient(inputs)
         else:
             y_hat, inputs = self.predict(state, support_x), support_x  # [B, K, Y], [B, K, D]
-        features = self.point_features(inputs, support_y, y_hat)  # [B, K, F]
+        features = self.point_features(inputs, support_y, y_hat, support_mask)  # [B, K, F]
         if self.gradient_agreement:
             agreement = self.gradient_agreement_features(state, support_x, support_y, support_mask)
             features = tf.concat([features, agreement], axis=-1)  # [B, K, F]

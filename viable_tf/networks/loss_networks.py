@@ -53,6 +53,10 @@ COMPUTE_DTYPES = {
 
 #: How the output layer starts: as `init` draws it (the code lineage's), or at zero.
 OUTPUT_INITS = ("lineage", "zeros")
+#: How the relation network reads a task's loss out of its pairs: the mean of one scalar
+#: per pair (the paper's), or Santoro et al.'s set-level form, a readout MLP on the mean
+#: of the pairs' last hidden layer.
+READOUTS = ("pairs", "set")
 
 
 def _validate(hidden_units: Sequence[int]) -> tuple[int, ...]:
@@ -75,6 +79,7 @@ class _LossNetwork(keras.layers.Layer):
         init: str = "torch",
         output_init: str = "lineage",
         compute_dtype: str = "float32",
+        readout_units: Sequence[int] = (),
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -103,10 +108,16 @@ class _LossNetwork(keras.layers.Layer):
         for i, (fan_in, units) in enumerate(itertools.pairwise(self.hidden_units), 1):
             # The activation is applied in _tail (self._activate), not by the layer.
             setattr(self, f"hidden_{i}", self._dense(units, fan_in, None, f"hidden_{i}"))
+        # A set-level readout's layers (RelationLossNetwork, readout='set'), on the pooled
+        # last hidden layer; none by default.
+        self.readout_units = tuple(int(u) for u in readout_units)
+        widths = (self.hidden_units[-1], *self.readout_units)
+        for i, (fan_in, units) in enumerate(itertools.pairwise(widths)):
+            setattr(self, f"readout_{i}", self._dense(units, fan_in, None, f"readout_{i}"))
         # No bias: it would get no meta-gradient (see module docstring).
         self._output = self._dense(
             1,
-            self.hidden_units[-1],
+            widths[-1],
             self.output_activation,
             "output",
             use_bias=False,
@@ -132,16 +143,19 @@ class _LossNetwork(keras.layers.Layer):
     def _hidden(self) -> list[keras.layers.Dense]:
         return [getattr(self, f"hidden_{i}") for i in range(1, len(self.hidden_units))]
 
+    @property
+    def _readout(self) -> list[keras.layers.Dense]:
+        return [getattr(self, f"readout_{i}") for i in range(len(self.readout_units))]
+
     def _build_tail(self, first_units: int) -> None:
         width = first_units
-        for layer in self._hidden:
+        for layer in [*self._hidden, *self._readout]:
             layer.build((None, width))
             width = layer.units
         self._output.build((None, width))
 
-    def _tail(self, hidden: tf.Tensor) -> tf.Tensor:
-        """First-layer pre-activations [..., H] -> one number per point or pair [...],
-        float32 whatever the compute dtype."""
+    def _hidden_layers(self, hidden: tf.Tensor) -> tf.Tensor:
+        """First-layer pre-activations [..., H] -> the last hidden layer's activations."""
         h = self._activate(hidden)
         if self.observe_hidden is not None:
             self.observe_hidden(0, h)
@@ -149,7 +163,12 @@ class _LossNetwork(keras.layers.Layer):
             h = self._activate(layer(h))
             if self.observe_hidden is not None:
                 self.observe_hidden(i, h)
-        return tf.cast(tf.squeeze(self._output(h), -1), tf.float32)
+        return h
+
+    def _tail(self, hidden: tf.Tensor) -> tf.Tensor:
+        """First-layer pre-activations [..., H] -> one number per point or pair [...],
+        float32 whatever the compute dtype."""
+        return tf.cast(tf.squeeze(self._output(self._hidden_layers(hidden)), -1), tf.float32)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -161,6 +180,7 @@ class _LossNetwork(keras.layers.Layer):
             init=self.init,
             output_init=self.output_init,
             compute_dtype=self.compute_dtype_name,
+            readout_units=list(self.readout_units),
         )
         return config
 
@@ -233,8 +253,14 @@ class RelationLossNetwork(_LossNetwork):
         symmetric_init: bool = False,
         init: str = "torch",
         compute_dtype: str = "float32",
+        readout: str = "pairs",
+        readout_units: Sequence[int] = (32,),
         **kwargs,
     ) -> None:
+        if readout not in READOUTS:
+            raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
+        if readout == "set" and not decomposed:
+            raise ValueError("readout='set' pools the decomposed pairs: needs decomposed=True")
         super().__init__(
             hidden_units=hidden_units,
             activation=activation,
@@ -242,8 +268,10 @@ class RelationLossNetwork(_LossNetwork):
             include_inputs=include_inputs,
             init=init,
             compute_dtype=compute_dtype,
+            readout_units=_validate(readout_units) if readout == "set" else (),
             **kwargs,
         )
+        self.readout = readout
         self.decomposed = decomposed  # False: materialise every pair (benchmarks only)
         # True: W_b starts as a copy of W_a, so Lhat starts symmetric in (j, k). For the
         # reproduction study only: the previous code started so by accident (a reused
@@ -280,6 +308,24 @@ class RelationLossNetwork(_LossNetwork):
 
     def pair_losses(self, features: tf.Tensor) -> tf.Tensor:
         """features [B, K, F] -> learned loss of every ordered pair [B, K, K] (j, k)."""
+        rows, pair_shape = self._pair_rows(features)
+        return tf.reshape(self._tail(rows), pair_shape)  # [B, K, K]
+
+    def set_loss(self, features: tf.Tensor, pair_mask: tf.Tensor) -> tf.Tensor:
+        """readout='set', Santoro et al.'s relation network: f(mean over the real pairs of
+        g(pair)), g the pair MLP's hidden layers and f the readout layers and the
+        bias-free output. features [B, K, F], pair_mask bool [B, K, K] -> [B]."""
+        rows, pair_shape = self._pair_rows(features)
+        hidden = self._hidden_layers(rows)  # [B*K*K, H]
+        hidden = tf.reshape(hidden, tf.concat([pair_shape, tf.shape(hidden)[-1:]], 0))
+        pooled = masked_mean(hidden, pair_mask[..., None], axis=(1, 2))  # [B, H]
+        for layer in self._readout:
+            pooled = self._activate(layer(pooled))
+        return tf.cast(tf.squeeze(self._output(pooled), -1), tf.float32)  # [B]
+
+    def _pair_rows(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """features [B, K, F] -> the first layer's pre-activations of every ordered pair
+        as rows [B*K*K, H], and the pairs' shape [B, K, K]."""
         first = tf.tensordot(features, self.kernel_first, axes=1)  # [B, K, H]
         second = tf.tensordot(features, self.kernel_second, axes=1)  # [B, K, H]
         dtype = COMPUTE_DTYPES[self.compute_dtype_name].compute_dtype
@@ -290,7 +336,7 @@ class RelationLossNetwork(_LossNetwork):
         # backend does ~10x faster than the same sum over three axes of [B, K, K, H]
         # (docs/history/speed_2026-11.md, 'where the tanh chunk's time went').
         rows = tf.reshape(pairs, [-1, pairs.shape[-1]]) + bias
-        return tf.reshape(self._tail(rows), tf.shape(pairs)[:-1])  # [B, K, K]
+        return rows, tf.shape(pairs)[:-1]
 
     def naive_pair_losses(self, features: tf.Tensor) -> tf.Tensor:
         """Same as `pair_losses`, by materialising every pair's concatenated features."""
@@ -304,6 +350,8 @@ class RelationLossNetwork(_LossNetwork):
     def call(self, features: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
         """features [B, K, F], mask bool [B, K] -> inner loss per task [B]."""
         pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
+        if self.readout == "set":
+            return self.set_loss(features, pair_mask)
         pairs = self.pair_losses if self.decomposed else self.naive_pair_losses
         return masked_mean(pairs(features), pair_mask, axis=(1, 2))
 
@@ -312,4 +360,5 @@ class RelationLossNetwork(_LossNetwork):
             **super().get_config(),
             "decomposed": self.decomposed,
             "symmetric_init": self.symmetric_init,
+            "readout": self.readout,
         }

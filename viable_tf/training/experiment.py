@@ -45,8 +45,19 @@ def results_dict(
     }
 
 
-def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
-    """The test record of the weights loaded in a trainer that just trained."""
+def per_task_record(evaluation: Evaluation) -> dict:
+    """Each test task's metric, in the test protocol's fixed order: what a paired
+    comparison of two runs on the same tasks needs (research/paired_difference.py)."""
+    return {
+        "metric": evaluation.metric,
+        "num_support": evaluation.num_support,
+        "per_task": [float(v) for v in evaluation.per_task],
+    }
+
+
+def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> tuple[dict, dict]:
+    """The test record of the weights loaded in a trainer that just trained, and its
+    per-task record."""
     evaluation = test_protocol(trainer.tasks)(trainer.learner)
     return results_dict(
         trainer.learner,
@@ -56,12 +67,12 @@ def evaluate_trained(trainer: Trainer, *, checkpoint_step: int) -> dict:
         best_validation=float(trainer.early_stopping.best_val.numpy()),
         steps_trained=int(trainer.step.numpy()),
         settings=_settings(trainer),
-    )
+    ), per_task_record(evaluation)
 
 
-def evaluate_loaded(run, *, num_support: int | None = None) -> dict:
+def evaluate_loaded(run, *, num_support: int | None = None) -> tuple[dict, dict]:
     """The test record of a run restored by `viable_tf.config.load_run` (a LoadedRun),
-    at K = `num_support`."""
+    at K = `num_support`, and its per-task record."""
     evaluation = test_protocol(run.tasks, num_support=num_support)(run.learner)
     state = run.training_state  # read once by load_run, whatever the number of K
     return results_dict(
@@ -72,7 +83,7 @@ def evaluate_loaded(run, *, num_support: int | None = None) -> dict:
         best_validation=state.get("best_val", float("nan")),
         steps_trained=state.get("step", run.checkpoint_step),
         settings={"seed": 0, **run.trainer_settings},
-    )
+    ), per_task_record(evaluation)
 
 
 def _settings(trainer: Trainer) -> dict:
@@ -104,7 +115,8 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     train_wall_clock = round(trainer.checkpoints.clock.total(), 1)
     if not trainer.chief:
         return None
-    record = evaluate_trained(trainer, checkpoint_step=trainer.restore_best())
+    record, per_task = evaluate_trained(trainer, checkpoint_step=trainer.restore_best())
+    write_json(per_task, run.per_task())
     record["train_and_eval_seconds"] = round(time.perf_counter() - start, 1)
     record["train_wall_clock_seconds"] = train_wall_clock
     record["replicas"] = trainer.strategy.num_replicas_in_sync
