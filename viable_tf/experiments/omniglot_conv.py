@@ -9,8 +9,11 @@ frozen-feature pipeline (viable-omniglot), every run to convergence by early sto
 
 Beyond the five methods run by default, --methods takes cavia_proto and simviable_proto
 (the prototype head under CAVIA's and simVIABLE's inner steps), maml_simviable,
-relviable_leaky, and cavia_stepped, simviable_stepped and relviable_stepped (the output
-layer stepped per task, beyond the paper: gin/omniglot_conv/stepped.gin).
+relviable_leaky, cavia_stepped, simviable_stepped and relviable_stepped (the output layer
+stepped per task, beyond the paper: gin/omniglot_conv/stepped.gin), and the paper's
+comparators: metasgd_cavia, metasgd_maml and metasgd_simviable (Meta-SGD's learned step
+sizes), matching and matching_fce (Matching Networks), r2d2 and metaoptnet_svm
+(MetaOptNet's solved output layers).
 
 Rerunning the command resumes every unfinished run from its last checkpoint (several
 invocations with disjoint --methods or --settings can run at once, one per core).
@@ -59,6 +62,14 @@ MORE_METHODS = (
     "cavia_stepped",
     "simviable_stepped",
     "relviable_stepped",
+    # The paper's comparators on the same conv net and episodes.
+    "metasgd_cavia",
+    "metasgd_maml",
+    "metasgd_simviable",
+    "matching",
+    "matching_fce",
+    "r2d2",
+    "metaoptnet_svm",
 )
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 

@@ -5,6 +5,8 @@ from viable_tf.learners.cavia import CAVIA
 from viable_tf.learners.heads import Head, LinearHead, PrototypeHead, SteppedLinearHead
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.maml import MAML
+from viable_tf.learners.matching import MatchingHead
+from viable_tf.learners.metaoptnet import RidgeHead, SVMHead
 from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
 from viable_tf.learners.viable import LEOVIABLE, MAMLVIABLE, VIABLE
 
@@ -19,7 +21,10 @@ __all__ = [
     "Head",
     "Learner",
     "LinearHead",
+    "MatchingHead",
     "PrototypeHead",
+    "RidgeHead",
+    "SVMHead",
     "SteppedLinearHead",
     "cross_entropy",
     "get_task_loss",

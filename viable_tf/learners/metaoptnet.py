@@ -1,0 +1,213 @@
+"""MetaOptNet's output layers (Lee et al. 2019; docs/method.md, "The paper's comparators"):
+per episode a linear classifier on the support set's features is the solution of a convex
+problem, differentiated through, and the logits are its scores on the query features times
+a meta-learned scale. No inner gradient steps: a learner holds one as its head with
+`num_inner_steps = 0`, as the Prototypical Network holds the prototype head.
+
+- `RidgeHead` (R2-D2, Bertinetto et al. 2019): ridge regression onto the one-hot labels,
+  W = X^T (X X^T + lambda I)^-1 Y, in closed form through the K x K system (Woodbury),
+  lambda meta-learned.
+- `SVMHead` (MetaOptNet-SVM): the Crammer-Singer multi-class SVM, solved in its dual,
+  a QP over K * N numbers (`crammer_singer_dual`):
+
+      min_alpha  1/2 sum_k ||sum_n alpha_nk x_n||^2 + eps/2 ||alpha||^2 - sum_n alpha_n,y_n
+      s.t.       alpha_nk <= C [k = y_n],   sum_k alpha_nk = 0      (every n, k)
+
+  w_k = sum_n alpha_nk x_n. The original solves it with a differentiable interior-point
+  solver (qpth) and its code adds eps = 1 for stability; here it is solved in the graph by
+  accelerated projected gradient (FISTA) for a fixed number of iterations at step 1 / L
+  (L the largest eigenvalue of the Gram matrix plus eps), with the rows projected onto their
+  constraint set exactly: writing alpha_n = C e_{y_n} - tau_n, the constraints say tau_n is
+  in the simplex scaled by C, a sort-based projection (Duchi et al. 2008). The meta-gradient
+  flows through the unrolled iterations; every op is a standard TensorFlow op (matmul, sort,
+  cumsum, eigvalsh), so an export stays servable. Tested against scipy's solver on small
+  problems (tests/test_comparators.py).
+
+Shape legend: B tasks, K support points, P points, H features, N classes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gin
+import keras
+import tensorflow as tf
+
+from viable_tf.learners.heads import Head, learner_weight
+
+
+def masked_one_hot(labels: tf.Tensor, mask: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """int labels [B, K], mask bool [B, K] -> one-hot [B, K, N], zero on padded points."""
+    return tf.one_hot(labels, num_classes) * tf.cast(mask, tf.float32)[..., None]
+
+
+def masked_features(features: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """features [B, K, H] with padded points' rows zero (they then take no part)."""
+    return tf.where(mask[..., None], features, tf.zeros_like(features))
+
+
+def ridge_weights(features: tf.Tensor, targets: tf.Tensor, l2: float | tf.Tensor) -> tf.Tensor:
+    """W [B, H, N] = X^T (X X^T + l2 I)^-1 Y, X = features [B, K, H], Y = targets [B, K, N]:
+    the ridge regression of Y on X, through a K x K system. A zero row of X and Y (a padded
+    point) leaves W as without it."""
+    gram = tf.matmul(features, features, transpose_b=True)  # [B, K, K]
+    eye = tf.eye(tf.shape(gram)[-1], batch_shape=tf.shape(gram)[:1])
+    dual = tf.linalg.solve(gram + l2 * eye, targets)  # [B, K, N]
+    return tf.matmul(features, dual, transpose_a=True)  # [B, H, N]
+
+
+def project_scaled_simplex(values: tf.Tensor, total: float | tf.Tensor) -> tf.Tensor:
+    """The Euclidean projection of each row of `values` [..., N] onto {t >= 0, sum t =
+    total} (Duchi et al. 2008): t = max(v - theta, 0) with theta from the sorted row."""
+    n = tf.shape(values)[-1]
+    ordered = tf.sort(values, axis=-1, direction="DESCENDING")  # [..., N]
+    cumulative = tf.cumsum(ordered, axis=-1) - total  # [..., N]
+    index = tf.cast(tf.range(1, n + 1), values.dtype)  # [N]
+    support = ordered - cumulative / index > 0  # [..., N], True for a prefix
+    count = tf.reduce_sum(tf.cast(support, tf.int32), axis=-1, keepdims=True)  # [..., 1]
+    theta = tf.gather(cumulative, tf.maximum(count - 1, 0), batch_dims=len(values.shape) - 1)
+    theta = theta / tf.cast(tf.maximum(count, 1), values.dtype)  # [..., 1]
+    return tf.maximum(values - theta, 0.0)
+
+
+def crammer_singer_dual(
+    gram: tf.Tensor,
+    one_hot: tf.Tensor,
+    mask: tf.Tensor,
+    *,
+    c: float,
+    eps: float,
+    num_iterations: int,
+) -> tf.Tensor:
+    """The dual of the Crammer-Singer SVM (module docstring), per task: gram [B, K, K],
+    one_hot [B, K, N] of the labels, mask bool [B, K] -> alpha [B, K, N] (zero on padded
+    points), after `num_iterations` of accelerated projected gradient."""
+    real = tf.cast(mask, gram.dtype)[..., None]  # [B, K, 1]
+    gram = gram * real * tf.transpose(real, [0, 2, 1])  # padded points see no one
+    # L = the objective's curvature: the Gram matrix's largest eigenvalue, plus eps.
+    lipschitz = tf.stop_gradient(tf.reduce_max(tf.linalg.eigvalsh(gram), axis=-1)) + eps
+    step = (1.0 / lipschitz)[:, None, None]  # [B, 1, 1]
+    ceiling = c * one_hot  # [B, K, N]
+
+    def project(alpha):
+        # alpha_n = C e_{y_n} - tau_n with tau_n in C * simplex; padded rows stay zero.
+        return (ceiling - project_scaled_simplex(ceiling - alpha, c)) * real
+
+    def gradient(alpha):
+        return tf.matmul(gram, alpha) + eps * alpha - one_hot  # [B, K, N]
+
+    alpha = tf.zeros_like(one_hot)  # feasible: every constraint holds at 0
+    momentum, t = alpha, 1.0
+    for _ in range(num_iterations):
+        stepped = project(momentum - step * gradient(momentum))
+        t_next = (1.0 + (1.0 + 4.0 * t * t) ** 0.5) / 2.0
+        momentum = stepped + ((t - 1.0) / t_next) * (stepped - alpha)
+        alpha, t = stepped, t_next
+    return alpha
+
+
+class _SolvedLinearHead(Head):
+    """A per-task linear output layer solved from the support set's features, its logits
+    times a meta-learned scale (MetaOptNet's)."""
+
+    network_output_layer = False
+    per_task = True
+
+    def __init__(self, scale: float = 1.0) -> None:
+        if not scale > 0:
+            raise ValueError(f"scale must be > 0, got {scale}")
+        self.initial_scale = float(scale)
+        self.scale = None
+
+    def check(self, task_loss: str) -> None:
+        if task_loss != "cross_entropy":
+            raise ValueError(
+                f"{type(self).__name__} is a classifier's output layer; it needs "
+                f"task_loss='cross_entropy', got {task_loss!r}"
+            )
+
+    def build(self, learner) -> None:
+        self.scale = learner_weight(
+            learner,
+            "head_scale",
+            shape=(),
+            initializer=keras.initializers.Constant(self.initial_scale),
+            name="head_scale",
+        )
+
+    def empty(self, batch_size, network, num_classes):
+        kernel = tf.zeros(tf.stack([batch_size, network.feature_dim, num_classes]))
+        return (kernel,)
+
+    def start(self, features, support_y, support_mask, num_classes):
+        x = masked_features(features(), support_mask)  # [B, K, H]
+        y = masked_one_hot(support_y, support_mask, num_classes)  # [B, K, N]
+        return (self.solve(x, y, support_mask),)
+
+    def solve(self, x: tf.Tensor, y: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        """Support features [B, K, H], one-hot labels [B, K, N] -> W [B, H, N]."""
+        raise NotImplementedError
+
+    def apply(self, outputs, state):
+        (kernel,) = state
+        return self.scale * tf.matmul(outputs, kernel)  # [B, P, N]
+
+
+@gin.configurable
+class RidgeHead(_SolvedLinearHead):
+    """R2-D2's output layer: ridge regression of the one-hot labels on the support
+    features, lambda = `l2`, meta-learned as log lambda with the rest where `learn_l2` (as
+    R2-D2 does; MetaOptNet's ridge head keeps 50 fixed for its 16,000 ResNet features, far
+    too strong for this project's 32 conv features), logits times a learned scale."""
+
+    name = "ridge"
+
+    def __init__(self, l2: float = 1.0, learn_l2: bool = True, scale: float = 1.0) -> None:
+        super().__init__(scale)
+        if not l2 > 0:
+            raise ValueError(f"l2 must be > 0, got {l2}")
+        self.initial_l2 = float(l2)
+        self.learn_l2 = learn_l2
+        self.log_l2 = None
+
+    def build(self, learner) -> None:
+        super().build(learner)
+        if self.learn_l2:
+            self.log_l2 = learner_weight(
+                learner,
+                "head_log_l2",
+                shape=(),
+                initializer=keras.initializers.Constant(math.log(self.initial_l2)),
+                name="head_log_l2",
+            )
+
+    def solve(self, x, y, mask):
+        l2 = tf.exp(self.log_l2) if self.learn_l2 else self.initial_l2
+        return ridge_weights(x, y, l2)
+
+
+@gin.configurable
+class SVMHead(_SolvedLinearHead):
+    """MetaOptNet-SVM's output layer: the Crammer-Singer SVM on the support features
+    (C = `c`, 0.1 in the original; its code's `eps` = 1), solved in the graph by
+    `num_iterations` of accelerated projected gradient on the dual."""
+
+    name = "svm"
+
+    def __init__(
+        self, c: float = 0.1, eps: float = 1.0, num_iterations: int = 50, scale: float = 1.0
+    ) -> None:
+        super().__init__(scale)
+        if not c > 0 or not eps >= 0:
+            raise ValueError(f"SVMHead needs c > 0 and eps >= 0, got c={c}, eps={eps}")
+        if num_iterations < 1:
+            raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+        self.c, self.eps, self.num_iterations = float(c), float(eps), int(num_iterations)
+
+    def solve(self, x, y, mask):
+        gram = tf.matmul(x, x, transpose_b=True)  # [B, K, K]
+        alpha = crammer_singer_dual(
+            gram, y, mask, c=self.c, eps=self.eps, num_iterations=self.num_iterations
+        )  # [B, K, N]
+        return tf.matmul(x, alpha, transpose_a=True)  # w_k = sum_n alpha_nk x_n: [B, H, N]
