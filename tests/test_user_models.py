@@ -305,9 +305,17 @@ def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel
     films = [layer for layer in learner.network.model.layers if isinstance(layer, FiLM)]
     # FiLM wherever there is a context to adapt (MAML's, simVIABLE on MAML's: none).
     assert len(convs) == 4 and len(films) == (4 if learner.context_dim else 0)
-    heads = {"proto": "prototypes", "_stepped_": "stepped_linear"}
+    heads = {
+        "proto": "prototypes",
+        "_stepped_": "stepped_linear",
+        "matching_fce": "matching_fce",
+        "matching_": "matching",
+        "r2d2": "ridge",
+        "metaoptnet_svm": "svm",
+    }
     assert learner.head.name == next((h for k, h in heads.items() if k in config), "linear")
     assert getattr(learner, "adapt_head", False) == ("_stepped_" in config)
+    assert learner.learned_inner_lr == config.startswith("gin/omniglot_conv/metasgd_")
     if "cavia_5way1shot" in config:  # one compiled chunk of real meta-updates
         ran, losses, *_ = trainer.train_chunk(tf.constant(2))
         assert int(ran) == 2 and np.isfinite(losses.numpy()).all()
