@@ -1,4 +1,4 @@
-"""How a learner's meta-loss moves while it overfits one fixed sine batch (issue 21).
+"""How a learner's meta-loss moves while it overfits one fixed sine batch.
 
     .venv/bin/python benchmarks/overfit_trajectory.py attviable --lr 5e-3 --clip 0
     .venv/bin/python benchmarks/overfit_trajectory.py attviable --lr 1e-3 --clip 10 --norm pre

@@ -296,7 +296,7 @@ def main() -> None:
         "--activation",
         default="relu",
         help="the pair layers' (--modes, --passes): the classification default, ReLU since "
-        "2026-11-23; the tables in docs/BENCHMARKS.md before it were measured with tanh",
+        "2026-11-23; the tables in docs/PERFORMANCE.md before it were measured with tanh",
     )
     parser.add_argument(
         "--large_batch_size", type=int, default=1, help="episodes per update at 20-way 5-shot"

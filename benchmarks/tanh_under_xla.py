@@ -1,5 +1,5 @@
 """What one tanh costs on relVIABLE's pair activations, compiled by XLA and on TensorFlow's
-kernels, beside two exp-based forms and a multiply (docs/history/speed_2026-11.md,
+kernels, beside two exp-based forms and a multiply (docs/lab/history/speed_2026-11.md,
 "tanh under XLA").
 
     .venv/bin/python benchmarks/tanh_under_xla.py [--repeats 3] [--jax_python ../jaxenv/bin/python]

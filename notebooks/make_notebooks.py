@@ -86,7 +86,7 @@ QUICKSTART = [
     ),
     new_markdown_cell(
         "## Evaluate with the project's protocol\n\n1,000 fixed test tasks, MSE over 100 "
-        "evenly spaced points, mean and 95% CI (SPEC §4), at K = 4 and K = 10."
+        "evenly spaced points, mean and 95% CI (docs/method.md §4), at K = 4 and K = 10."
     ),
     new_code_cell(
         "for name, learner in trained.items():\n"

@@ -1,4 +1,4 @@
-"""The /demo page on the REST port: see a served model adapt (issue 27).
+"""The /demo page on the REST port: see a served model adapt.
 
 One static HTML file (`demo.html` beside this module, its script inline, nothing fetched
 from elsewhere) and two answers that TF Serving's REST API has no equivalent of: one JSON, the

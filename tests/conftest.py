@@ -57,7 +57,7 @@ def run_cli(monkeypatch, capsys):
 
 def unreached_by_design(learner) -> set[int]:
     """ids of the weights no meta-gradient reaches: a ReLU loss network's biases
-    (SPEC §3.1: d Lhat / d phi depends on them only through which units are on, and
+    (docs/method.md §3.1: d Lhat / d phi depends on them only through which units are on, and
     ops.relu's gradient is a select on that). tape.gradient gives them None."""
     from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 
@@ -70,7 +70,7 @@ def unreached_by_design(learner) -> set[int]:
 
 
 def load_tool(name: str):
-    """tools/<name>.py as a module (the tools are scripts, not a package)."""
+    """lab/<name>.py as a module (the tools are scripts, not a package)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location(name, os.path.join(repo, "tools", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""The house's shape (issue 24), checked: no import circles, modules of a readable size,
+"""The house's shape, checked: no import circles, modules of a readable size,
 benchmarks that share one timing module, and the layers' contract (the README's test
 command runs `lint-imports` on it; here the same contract, so a failing layer also names
 the test)."""

@@ -1,4 +1,4 @@
-"""tools/carry_runs.py: a run carried to a new work directory resumes to the state of
+"""lab/carry_runs.py: a run carried to a new work directory resumes to the state of
 an uninterrupted one."""
 
 import json

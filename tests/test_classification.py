@@ -11,9 +11,9 @@ import tensorflow as tf
 from conftest import unreached_by_design
 from fake_leo import write_fake_leo
 
-from research.adaptation_gain import adaptation_gain
-from research.paired_difference import paired_difference
-from research.split_gap import split_accuracies
+from lab.adaptation_gain import adaptation_gain
+from lab.paired_difference import paired_difference
+from lab.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
 from viable_tf.evaluation import test_protocol as protocol_for_test
@@ -186,7 +186,7 @@ def test_every_method_and_shot_has_a_config():
         for dataset in ("mini_imagenet", "omniglot"):
             for shots in (1, 5):
                 assert os.path.join(dataset, f"{method}_5way{shots}shot.gin") in names
-    # The prototype head (issue 22): every method and setting above, with '_proto'.
+    # The prototype head: every method and setting above, with '_proto'.
     plain = {n for n in names if "_proto_" not in n}
     assert {n.replace("_proto_", "_") for n in names if "_proto_" in n} == plain
 
@@ -509,7 +509,7 @@ def test_nearest_mean_reference_on_the_same_episodes(tasks):
 
 
 def test_the_paired_comparison_refuses_runs_scored_on_other_tasks(monkeypatch):
-    import research.paired_difference as probe
+    import lab.paired_difference as probe
 
     tasks = {"a": np.zeros((2, 3)), "b": np.ones((2, 3))}
     monkeypatch.setattr(

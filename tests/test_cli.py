@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from research.meta_gradient_noise import noise
-from research.outlier_influence import influences
+from lab.meta_gradient_noise import noise
+from lab.outlier_influence import influences
 from viable_tf.cli import evaluate as eval_cli
 from viable_tf.cli import export as export_cli
 from viable_tf.cli import train as train_cli
@@ -190,7 +190,7 @@ def test_next_commands_name_the_installation_that_ran_them(tmp_path, monkeypatch
 
 
 def test_the_outlier_influence_probe_reads_a_trained_run(trained_run):
-    """research/outlier_influence.py on a real run: every real point's leave-one-out
+    """lab/outlier_influence.py on a real run: every real point's leave-one-out
     influence, m outliers per task exactly, shares and MSEs in range."""
     model_dir, _ = trained_run
     found = influences(str(model_dir), outliers=2, num_tasks=20)
@@ -203,7 +203,7 @@ def test_the_outlier_influence_probe_reads_a_trained_run(trained_run):
 
 
 def test_the_meta_gradient_noise_probe_reads_a_trained_run(trained_run):
-    """research/meta_gradient_noise.py on a real simVIABLE run: both parts for every
+    """lab/meta_gradient_noise.py on a real simVIABLE run: both parts for every
     checkpoint, the mean of the batches' gradients as a direct computation gives it."""
 
     from viable_tf.config import load_run

@@ -1,4 +1,4 @@
-"""Corrupted support sets (SPEC §8): sine outliers and noise, label noise in episodes.
+"""Corrupted support sets (docs/method.md §8): sine outliers and noise, label noise in episodes.
 Seeded, in the graph, the exact count, masks respected, queries clean, bad input refused."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""tools/corruption_table.py --noise_std: the Gaussian-noise table's runs (each method clean,
+"""lab/corruption_table.py --noise_std: the Gaussian-noise table's runs (each method clean,
 sharing the outlier table's run, and with the noise) and its cells (each run tested at
 both stds), with the training and the testing stubbed."""
 

@@ -1,4 +1,4 @@
-"""The /demo page (issue 27) in a real browser: headless Chromium driven by Selenium
+"""The /demo page in a real browser: headless Chromium driven by Selenium
 against a viable-serve on loopback. Chromium and its driver are Debian's `chromium` and
 `chromium-driver`, which the README's test command installs where missing; a browser
 that cannot start fails the test with the reason (no skip).

@@ -1,4 +1,4 @@
-"""Same seed, two executions (issue 21's narrowed promise, docs/DISTRIBUTED.md): XLA on one
+"""Same seed, two executions (the narrowed promise of docs/DISTRIBUTED.md): XLA on one
 device and mirrored over two logical CPUs train to the same test MSE up to rounding
 amplified by training. Its own file, so that the suite's second float paths run it beside
 the other distributed checks rather than after them."""

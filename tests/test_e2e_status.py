@@ -1,4 +1,4 @@
-"""tools/e2e_status.py --pace: a run's training query loss and validation read back from
+"""lab/e2e_status.py --pace: a run's training query loss and validation read back from
 its summaries, across the events files of a resumed run."""
 
 import os

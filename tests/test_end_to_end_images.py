@@ -1,4 +1,4 @@
-"""End to end on images (SPEC §9): the rotated training classes, the learned loss that
+"""End to end on images (docs/method.md §9): the rotated training classes, the learned loss that
 starts flat, relVIABLE's pair network on penultimate features, the class-canonical
 features, and a run's wall-clock across resumptions."""
 

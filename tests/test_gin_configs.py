@@ -42,7 +42,7 @@ def test_config_parses_defines_macros_and_builds(config, tmp_path, monkeypatch):
     expected = name.removesuffix(f"_{activation}").removesuffix("_vark")
     assert trainer.learner.method_name == expected
     assert trainer.num_steps == 50_000 and trainer.meta_batch_size == 25
-    assert trainer.learner.network.init == "torch"  # SPEC §3.1, every config
+    assert trainer.learner.network.init == "torch"  # docs/method.md §3.1, every config
     if activation:
         assert trainer.learner.loss_network.activation.__name__ == activation
         assert trainer.learner.loss_network.init == "torch"

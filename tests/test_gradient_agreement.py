@@ -1,4 +1,4 @@
-"""VIABLE's gradient-agreement features (SPEC §8): each support point's task-loss gradient
+"""VIABLE's gradient-agreement features (docs/method.md §8): each support point's task-loss gradient
 with respect to phi against the mean of the others', given to the loss network as
 constants; exact against a point-by-point computation, masked, order-equivariant."""
 

@@ -1,11 +1,11 @@
-"""experiments/head_headroom: the rules it scores, each against NumPy (issue 22)."""
+"""experiments/head_headroom: the rules it scores, each against NumPy."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from fake_leo import write_fake_leo
 
-from research import head_headroom
+from lab import head_headroom
 from viable_tf.tasks import TaskBatch
 
 N, K, V, H, B = 4, 2, 3, 6, 5

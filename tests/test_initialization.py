@@ -1,4 +1,4 @@
-"""Initialisation (SPEC §3.1): the code lineage's ±1/sqrt(fan_in), or Keras' defaults."""
+"""Initialisation (docs/method.md §3.1): the code lineage's ±1/sqrt(fan_in), or Keras' defaults."""
 
 import math
 

@@ -1,10 +1,10 @@
-"""research/inner_loop_jumps.py: `catch` trains on from a copy of a run's latest checkpoint
+"""lab/inner_loop_jumps.py: `catch` trains on from a copy of a run's latest checkpoint
 and keeps the states before a jump; `anatomy`'s inner loop is the learner's own."""
 
 import numpy as np
 import tensorflow as tf
 
-from research import inner_loop_jumps
+from lab import inner_loop_jumps
 from viable_tf.cli import train as train_cli
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork

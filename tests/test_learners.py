@@ -187,7 +187,7 @@ def test_overfits_one_fixed_batch(make_learner, tmp_path):
     clipping at 10, XLA as the sine configs compile), every learner fits one batch.
 
     A steady statistic, not one point of the trajectory: training on one CPU's kernels
-    ends elsewhere than on another's, so the last loss alone is a draw (issue 21)."""
+    ends elsewhere than on another's, so the last loss alone is a draw."""
     trainer = Trainer(
         model_dir=str(tmp_path),
         tasks=SineTasks(),

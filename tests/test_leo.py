@@ -1,4 +1,4 @@
-"""LEO and VIABLE on LEO (issue 23): steps derived by hand, the penalties against NumPy,
+"""LEO and VIABLE on LEO: steps derived by hand, the penalties against NumPy,
 the relation network's symmetries, padding, the learner contract, configs, export and a
 served request."""
 

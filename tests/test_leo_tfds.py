@@ -74,7 +74,7 @@ def test_a_hostile_pickle_is_refused_by_the_builder_and_nothing_runs(tmp_path):
 def test_episodes_meta_train_on_train_and_val_and_refuse_shared_classes(tmp_path):
     root = write_fake_leo(tmp_path / "leo", per_class=20)
     tasks = FewShotEpisodes(data_dir=root, num_ways=5, num_shots=1, num_queries=15)
-    assert len(tasks.train.classes) == 8 + 5  # train + val (SPEC §5)
+    assert len(tasks.train.classes) == 8 + 5  # train + val (docs/method.md §5)
     assert len(tasks.validation.classes) == 5 and len(tasks.test.classes) == 5
     assert (tasks.input_dim, tasks.output_dim) == (640, 5)
     only_train = FewShotEpisodes(data_dir=root, train_splits=("train",), tfds_dir=root + "/t")

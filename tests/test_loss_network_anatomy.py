@@ -1,4 +1,4 @@
-"""research/loss_network_anatomy.py: the live-unit count of a loss network against a
+"""lab/loss_network_anatomy.py: the live-unit count of a loss network against a
 direct computation of its hidden activations, a layer switched off counted as dead, and
 the inner-loop table's steps as the learner's own adaptation takes them."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from research.loss_network_anatomy import inner_loop, live_units
+from lab.loss_network_anatomy import inner_loop, live_units
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
@@ -115,7 +115,7 @@ def test_the_inner_loop_table_takes_the_learners_own_steps():
 @pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
 def test_a_dead_relu_unit_gets_no_meta_gradient_and_a_leaky_one_does(activation):
     """Why relVIABLE's pair network loses its second layer end to end and does not get it
-    back (docs/omniglot/end_to_end.md): a ReLU unit that is off for every pair passes no
+    back (docs/lab/omniglot/end_to_end.md): a ReLU unit that is off for every pair passes no
     meta-gradient to its own weights; a leaky ReLU unit, off alike, still does."""
     learner = _viable(lambda: RelationLossNetwork(hidden_units=(16, 16), activation=activation), 2)
     batch = _batches(num=1)[0]
@@ -128,7 +128,7 @@ def test_a_dead_relu_unit_gets_no_meta_gradient_and_a_leaky_one_does(activation)
     with tf.GradientTape() as tape:
         loss, _ = learner.meta_loss(batch)
     # A piecewise-linear unit's bias reaches d Lhat / d phi only through which units are
-    # on (SPEC §3.1): no meta-gradient at all; its incoming weights are what can move.
+    # on (docs/method.md §3.1): no meta-gradient at all; its incoming weights are what can move.
     kernel_grad = tape.gradient(loss, layer.kernel).numpy()
     column = np.abs(kernel_grad[:, 0]).sum()
     others = np.abs(kernel_grad[:, 1:]).sum()

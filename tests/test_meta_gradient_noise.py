@@ -1,10 +1,10 @@
-"""research/meta_gradient_noise.py: the noise statistics of a set of meta-gradients
+"""lab/meta_gradient_noise.py: the noise statistics of a set of meta-gradients
 against their definitions, and the split of a learner's variables into its parts."""
 
 import numpy as np
 import pytest
 
-from research.meta_gradient_noise import gradient_statistics, parts
+from lab.meta_gradient_noise import gradient_statistics, parts
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import SimpleLossNetwork
 

@@ -1,4 +1,4 @@
-"""tools/noise_learner_table.py: the label-noise tables' cells read back from run
+"""lab/noise_learner_table.py: the label-noise tables' cells read back from run
 directories and the rules' Markdown, a later directory winning a cell."""
 
 import json

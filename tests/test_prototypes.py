@@ -1,5 +1,5 @@
 """The prototype head (head='prototypes'): per task the output layer starts at the
-support set's class means in the network's feature space (issue 22)."""
+support set's class means in the network's feature space."""
 
 import json
 

@@ -1,11 +1,11 @@
-"""research/repeat_bits.py: it finds the calls whose outputs differ in any bit from the
+"""lab/repeat_bits.py: it finds the calls whose outputs differ in any bit from the
 first call's, names the outputs, and its two programs run (their answer on a given
 machine is a measurement, in docs, not a test)."""
 
 import numpy as np
 import pytest
 
-from research.repeat_bits import (
+from lab.repeat_bits import (
     config_meta_gradient,
     first_differences,
     main,

@@ -1,4 +1,4 @@
-"""The suite's own promises: a crashed or hung test fails the run promptly (issue 21)."""
+"""The suite's own promises: a crashed or hung test fails the run promptly."""
 
 import os
 import subprocess

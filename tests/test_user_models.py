@@ -1,4 +1,4 @@
-"""Your own Keras model under CAVIA, VIABLE and MAML (issue 26; docs/GUIDE.md):
+"""Your own Keras model under CAVIA, VIABLE and MAML (docs/GUIDE.md):
 functional and subclassed models through adapt, the meta-loss, training, export and a
 served request; the functional MAML path against the built-in one; the refusals."""
 

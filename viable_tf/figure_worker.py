@@ -1,7 +1,7 @@
 """Draws TensorBoard figures in a child process, off the training loop.
 
 Drawing a figure with matplotlib holds the GIL for ~0.2 s: on the training thread it
-stalls training, on a worker thread it stalls it more (docs/BENCHMARKS.md). A child
+stalls training, on a worker thread it stalls it more (docs/PERFORMANCE.md). A child
 process (`python -m viable_tf.figure_worker`, which imports numpy and matplotlib,
 never TensorFlow) draws while training goes on. Requests and answers are pickled
 frames on its stdin and stdout: (key, a pickled zero-argument `draw`) in, (key, PNG

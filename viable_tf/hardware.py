@@ -5,7 +5,7 @@ crashed into: TensorFlow sends bfloat16 matmuls to oneDNN when the CPU has AVX-5
 (or AVX-NE-CONVERT), and oneDNN then needs its ISA at AVX512_CORE or above. Where
 `ONEDNN_MAX_CPU_ISA` caps oneDNN below that (AVX2, as on a CPU without AVX-512), the
 primitive cannot be created and the process aborts in C++ (`dnnl::error`), taking
-the whole run with it (issue 21). On a CPU with neither feature there are no native
+the whole run with it. On a CPU with neither feature there are no native
 bfloat16 kernels at all: bfloat16 would be emulated, slower than float32.
 
 With oneDNN off (`TF_ENABLE_ONEDNN_OPTS=0`) TensorFlow's Eigen kernels run bfloat16 on

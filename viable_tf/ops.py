@@ -70,7 +70,7 @@ def relu(x: tf.Tensor):
     A select has no gradient with respect to its condition, so here there is no such
     zero: relVIABLE's chunk on sine has 6 pair-layer matmuls and 2 weight-gradient
     matmuls per hidden layer pair (JAX's count) instead of 8 and 4
-    (docs/history/speed_2026-11.md, "ReLU's second derivative").
+    (docs/PERFORMANCE.md).
     """
 
     def gradient(upstream: tf.Tensor) -> tf.Tensor:

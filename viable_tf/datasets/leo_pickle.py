@@ -1,4 +1,4 @@
-"""The LEO embedding pickles (SPEC §5), read as untrusted input.
+"""The LEO embedding pickles (docs/method.md §5), read as untrusted input.
 
 A file `<root>/miniImageNet/<center|multiview>/<train|val|test>_embeddings.pkl` is a
 Python 2 pickle of a dict with "embeddings" (float32 [n, 640]) and "keys" ([n]

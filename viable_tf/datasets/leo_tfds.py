@@ -1,4 +1,4 @@
-"""A tensorflow-datasets builder over the LEO embedding pickles (SPEC §5).
+"""A tensorflow-datasets builder over the LEO embedding pickles (docs/method.md §5).
 
 The files cannot be downloaded by the builder: the user places them in a manual
 directory, in LEO's layout, and the builder reads them with the safe unpickler:
@@ -76,7 +76,7 @@ class LeoEmbeddings(tfds.core.GeneratorBasedBuilder):
             dataset="omniglot",
             view="center",
             embedding_dim=64,
-            description="Omniglot features of viable-omniglot's encoder (SPEC §6).",
+            description="Omniglot features of viable-omniglot's encoder (docs/method.md §6).",
         ),
         LeoEmbeddingsConfig(
             name="omniglot_pixels",

@@ -1,4 +1,4 @@
-"""Omniglot images (SPEC §6): read from the zips, split by alphabet, encoded to features.
+"""Omniglot images (docs/method.md §6): read from the zips, split by alphabet, encoded to features.
 
 The two background-set zips are read by path, never copied into the project. Their
 union is 8 alphabets, 242 characters, 20 drawings each (Greek and Latin are in both
@@ -52,7 +52,7 @@ def read_omniglot(data_dir: str) -> dict[str, OmniglotSplit]:
     if missing:
         raise ValueError(
             f"{data_dir} lacks {', '.join(missing)}; expected Omniglot's "
-            f"{' and '.join(ZIPS)} (see SPEC §6)"
+            f"{' and '.join(ZIPS)} (see docs/method.md §6)"
         )
     split_of = {alphabet: split for split, names in ALPHABETS.items() for alphabet in names}
     found: dict[tuple[str, str, str], bytes] = {}

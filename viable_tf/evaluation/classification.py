@@ -1,4 +1,4 @@
-"""Few-shot classification evaluation (SPEC §5): accuracy over fixed, seeded episodes.
+"""Few-shot classification evaluation (docs/method.md §5): accuracy over fixed, seeded episodes.
 
 Each episode is adapted on its N*K support examples and scored by its accuracy on
 its N*V queries; the result is the mean over episodes with a Student-t 95%

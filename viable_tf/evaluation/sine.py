@@ -1,4 +1,4 @@
-"""Sine evaluation protocol (SPEC §4): fixed test tasks, MSE on an evenly spaced grid.
+"""Sine evaluation protocol (docs/method.md §4): fixed test tasks, MSE on an evenly spaced grid.
 
 Every task is adapted on K random support points and scored by the mean squared
 error over 100 points evenly spaced on [-5, 5]. The tasks are a pure function of

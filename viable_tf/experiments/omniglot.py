@@ -1,4 +1,5 @@
-"""viable-omniglot: the classification pipeline end to end on real Omniglot images (SPEC §6).
+"""viable-omniglot: the classification pipeline end to end on real Omniglot images
+(docs/method.md §6).
 
     viable-omniglot [--data_dir=../shared/data/omniglot] --work_dir=W [--num_steps=1500]
 
@@ -56,12 +57,12 @@ LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
     "maml_simviable": "MAML+simVIABLE",
     "maml_relviable": "MAML+relVIABLE",
 }
-# The same methods with the prototype head (issue 22): gin/omniglot/<method>_proto_*.gin.
+# The same methods with the prototype head: gin/omniglot/<method>_proto_*.gin.
 PLAIN = dict(LABELS)
 LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in PLAIN.items()})
 # ... and with the cosine prototype head: gin/omniglot/<method>_cosine_*.gin.
 LABELS.update({f"{method}_cosine": f"{label}, cosine head" for method, label in PLAIN.items()})
-# LEO and VIABLE on LEO (issue 23): gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
+# LEO and VIABLE on LEO: gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
 LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
 # End to end (gin/omniglot_conv/): the conv net's prototype head with no inner steps.
 LABELS["protonet"] = "Prototypical Network"

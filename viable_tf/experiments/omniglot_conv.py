@@ -1,4 +1,4 @@
-"""Omniglot end to end (SPEC §9): a conv net whose context enters through FiLM, trained
+"""Omniglot end to end (docs/method.md §9): a conv net whose context enters through FiLM, trained
 by CAVIA, simVIABLE, relVIABLE and MAML directly on the 28 x 28 images, beside a
 Prototypical Network on the same conv, on the same alphabet split and episodes as the
 frozen-feature pipeline (viable-omniglot), every run to convergence by early stopping
@@ -51,7 +51,7 @@ from viable_tf.run_dir import RunDir
 
 CONFIGS = "omniglot_conv"
 METHODS = ("cavia", "simviable", "relviable", "maml", "protonet")
-#: Beyond the table's five, where the time allows (SPEC §9): the prototype head under
+#: Beyond the table's five, where the time allows (docs/method.md §9): the prototype head under
 #: CAVIA and simVIABLE, simVIABLE on MAML, relVIABLE with a leaky-ReLU pair network, and
 #: the output layer stepped per task (beyond the paper); run when named in --methods.
 MORE_METHODS = (

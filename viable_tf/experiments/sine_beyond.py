@@ -1,4 +1,4 @@
-"""viable-sine-beyond: the paper's future work (SPEC §3, last point) measured on sine.
+"""viable-sine-beyond: the paper's future work (docs/method.md §3, last point) measured on sine.
 
     viable-sine-beyond --work_dir=runs/sine_beyond [--report_dir=docs/sine] [--jobs=2]
 

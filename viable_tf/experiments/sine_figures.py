@@ -1,4 +1,4 @@
-"""The sine figures of the paper, drawn from trained runs (SPEC §4 (c) and (d))."""
+"""The sine figures of the paper, drawn from trained runs (docs/method.md §4 (c) and (d))."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def adapted_with_outliers(
     model_dirs: dict[str, str], *, path: str, outliers: int = 2, num_tasks: int = 3
 ) -> None:
     """Tasks adapted from K = 10 points of which `outliers` have y drawn over the output
-    range (SPEC §8): truth, the clean points, the outliers marked, and each run's fit
+    range (docs/method.md §8): truth, the clean points, the outliers marked, and each run's fit
     (`model_dirs`: label -> trained run, e.g. CAVIA and relVIABLE). The tasks are the first
     `num_tasks` of a fixed seed, not picked by hand; the same for every run."""
     fits = {}

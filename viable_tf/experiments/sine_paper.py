@@ -1,4 +1,4 @@
-"""viable-sine-paper: regenerate every sine result of the paper (SPEC §4) from scratch.
+"""viable-sine-paper: regenerate every sine result of the paper (docs/method.md §4) from scratch.
 
     viable-sine-paper --work_dir=runs/sine_paper [--jobs=2] [--num_steps=50000]
 

@@ -1,4 +1,4 @@
-"""What the sine reproduction runs (SPEC §4): the tables' rows, the variations of the
+"""What the sine reproduction runs (docs/method.md §4): the tables' rows, the variations of the
 reproduction study, and the settings they share. Plain data, read by the driver
 (`sine_paper`) and the report (`sine_report`)."""
 

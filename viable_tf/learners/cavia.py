@@ -1,4 +1,4 @@
-"""CAVIA (SPEC §1): adapt only a task context phi, from phi_0 = 0, by gradient steps.
+"""CAVIA (docs/method.md §1): adapt only a task context phi, from phi_0 = 0, by gradient steps.
 
 Under a per-task head (`head=PrototypeHead()`, classification) the output layer starts,
 per task, at the class means of the support features computed at phi_0
@@ -6,7 +6,7 @@ per task, at the class means of the support features computed at phi_0
 and the head's (kernel, bias), stepped through phi only; with `adapt_head=True` the inner
 loop steps the head's (kernel, bias) too, from the class means (as Proto-MAML fine-tunes
 its prototype-initialised output layer), so that an inner loss can move a prototype away
-from a class's mislabelled shots (SPEC §8). Under `head=SteppedLinearHead()` the output
+from a class's mislabelled shots (docs/method.md §8). Under `head=SteppedLinearHead()` the output
 layer starts, per task, at a meta-learned shared start, and `adapt_head=True` steps it
 as MAML steps its own.
 """

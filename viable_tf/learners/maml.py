@@ -1,4 +1,4 @@
-"""MAML (SPEC §2): adapt all prediction-network weights (and the context, if any).
+"""MAML (docs/method.md §2): adapt all prediction-network weights (and the context, if any).
 
 Each task gets its own copy of the weights, with a leading task axis B, so one
 batched forward pass adapts all tasks at once.

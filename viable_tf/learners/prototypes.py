@@ -16,8 +16,8 @@ plain output layer is the default.
 The logits may be divided by a temperature tau (`PrototypeHead.temperature`, default 1:
 the plain class-mean logits), meta-learned as log tau with `learn_temperature=True`. At one shot
 every support point is its class mean, the softmax over squared distances between class
-means is saturated and the support loss has almost no gradient (docs/omniglot/
-prototype_head.md); a larger tau gives the inner loop one again.
+means is saturated and the support loss has almost no gradient (docs/method.md §7); a
+larger tau gives the inner loop one again.
 
 A class with no real support point has no mean: its weights are zero and its bias
 EMPTY_CLASS_BIAS, so it is never predicted (and its probability is 0). An export of a
@@ -30,7 +30,7 @@ import tensorflow as tf
 
 #: How a class's support features become its prototype: their mean (Proto-MAML), their
 #: geometric median, or their mean weighted by how alike each is to the others (the robust
-#: aggregations TraNFS compares, SPEC §8).
+#: aggregations TraNFS compares, docs/method.md §8).
 PROTOTYPES = ("mean", "median", "weighted")
 MEDIAN_ITERATIONS = 10  # Weiszfeld steps from the mean
 MEDIAN_EPSILON = 1e-6  # a distance below which a point's weight stops growing

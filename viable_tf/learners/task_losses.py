@@ -1,5 +1,5 @@
-"""Task losses L_T, per point (SPEC §1): the true loss of regression and classification,
-and robust losses a learner may minimise in its inner loop in place of the true one (SPEC
+"""Task losses L_T, per point (docs/method.md §1): the true loss of regression and classification,
+and robust losses a learner may minimise in its inner loop in place of the true one (docs/method.md
 §8's hand-made baselines for corrupted support sets; the outer loss stays L_T).
 
 Shape legend: B tasks, P points per task, Y output dim, N classes (way).

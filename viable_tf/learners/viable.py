@@ -1,4 +1,4 @@
-"""VIABLE (SPEC §3): the inner loss is a learned loss network Lhat_psi; on CAVIA as in the
+"""VIABLE (docs/method.md §3): the inner loss is a learned loss network Lhat_psi; on CAVIA as in the
 paper (`VIABLE`), and on MAML (`MAMLVIABLE`) and LEO (`LEOVIABLE`), which the paper's
 authors name as future work: on MAML the learned loss drives the inner loop over all
 prediction-network weights, on LEO its latent-space steps (learners/leo.py).
@@ -17,9 +17,9 @@ disagreeing gradient compared to the other samples") into each point's features:
 cosine between the point's task-loss gradient with respect to phi and the mean gradient
 of the other support points, and the point's gradient norm over the set's mean norm.
 They are computed at the current state and given as constants (as x is), so a loss
-network can learn to discount a point whose step disagrees with the rest; SPEC §8.
+network can learn to discount a point whose step disagrees with the rest; docs/method.md §8.
 
-Two options exist for the reproduction study (docs/RESULTS.md), both off by
+Two options exist for the reproduction study (docs/method.md §3.1), both off by
 default, which is the paper's method: `include_task_loss=False` drops L_T from
 f_j, and `input_scale=s` feeds x/s, y_hat/s, y/s and L_T/s^2 (s = 5 maps sine's
 ranges to about [-1, 1]).
@@ -29,7 +29,7 @@ to the task loss: the inner loss is the support set's mean task loss plus Lhat_p
 loss network whose output starts at zero (`output_init='zeros'`) starts as the base
 learner's own step and meta-training learns what to change. Without it the learned step
 carries no information until meta-training has aligned it with the task's, and end to
-end at 20 ways the network's logits went deaf to phi first (docs/omniglot/end_to_end.md).
+end at 20 ways the network's logits went deaf to phi first (docs/method.md §3.1, §9).
 
 `class_order='canonical'` (classification) makes the learned loss invariant to the
 episode's arbitrary numbering of the classes, as the cross-entropy is: the N logits
@@ -39,7 +39,7 @@ sorted rest). With the paper's layout (`'episode'`, the default) an MLP on (logi
 one-hot label) weighs class 0, 1, ... differently: at initialisation its inner step
 moves every query's logits by the same class-index bias, which on randomly relabelled
 episodes only hurts, and end to end on images meta-training answered by switching
-adaptation off (docs/omniglot/end_to_end.md, "Why simVIABLE collapsed").
+adaptation off (docs/method.md §3.1).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ CLASS_ORDERS = ("episode", "canonical")
 #: What a loss network that sees each point's input (relVIABLE's) is given of it: x as
 #: it is (the paper: sine's x, LEO's 640 features), or the prediction network's
 #: penultimate features at the current state (images end to end: 784 pixels are no
-#: input for an MLP over pairs; docs/omniglot/end_to_end.md says why this choice), with
+#: input for an MLP over pairs; docs/method.md §9 says why), with
 #: the learned loss's gradient flowing through them or not ("_stopped": they inform the
 #: loss as x does, and phi is reached through y_hat and L_T only).
 PAIR_INPUTS = ("x", "penultimate", "penultimate_stopped")

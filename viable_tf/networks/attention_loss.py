@@ -1,7 +1,7 @@
 """attVIABLE's learned loss: every support point seen in the context of all the others.
 
 The paper's authors name a loss network over the whole support set as future work
-(SPEC §3, last point). Here the per-point features f_j (L_T, x, y_hat, y) are embedded,
+(docs/method.md §3, last point). Here the per-point features f_j (L_T, x, y_hat, y) are embedded,
 pass through `num_blocks` set-transformer blocks, each
 
     h <- LayerNorm(h + MultiHeadAttention(h, h, mask))      (padded points masked out)

@@ -1,4 +1,4 @@
-"""How the networks' weights start (SPEC §3.1): the code lineage's, or Keras'.
+"""How the networks' weights start (docs/method.md §3.1): the code lineage's, or Keras'.
 
 - ``'torch'`` (the default): kernels *and biases* uniform in ±1/sqrt(fan_in), as
   PyTorch's ``nn.Linear`` starts them in CAVIA's public code, on which VIABLE is built.

@@ -1,4 +1,4 @@
-"""Learned inner-loop losses Lhat_psi of VIABLE (SPEC §3).
+"""Learned inner-loop losses Lhat_psi of VIABLE (docs/method.md §3).
 
 Both networks map per-point features of a support set to one inner loss per
 task. The per-point features f_j are built by the learner: (L_T(y_hat_j, y_j),
@@ -13,7 +13,7 @@ y_hat_j, y_j) and, for the relation network, also x_j.
 The output layer has no bias, on purpose: a constant offset to the inner loss
 does not change d/dphi, so such a bias would never receive a meta-gradient.
 
-Weights start as in CAVIA's PyTorch code (`init='torch'`, SPEC §3.1): kernels and
+Weights start as in CAVIA's PyTorch code (`init='torch'`, docs/method.md §3.1): kernels and
 biases uniform in ±1/sqrt(fan_in), fan_in = 2F for the relation network's first
 layer. With Keras' zero biases (`init='keras'`) a ReLU loss network is positively
 homogeneous and, as its biases get no meta-gradient, stays so through meta-training.
@@ -23,7 +23,7 @@ homogeneous and, as its biases get no meta-gradient, stays so through meta-train
 draw. End to end on images a random loss network's first inner steps were uninformative
 (their gradient on phi at cos ~0.05-0.09 with the task loss's) yet 3-7x larger in their
 effect on the predictions than CAVIA's; meta-training answered by switching adaptation
-off, and the learned loss never became informative (docs/omniglot/end_to_end.md). From
+off, and the learned loss never became informative (docs/method.md §3.1). From
 zero, the meta-gradient shapes the loss before it moves anything.
 
 Shape legend: B tasks, K support points, F per-point features, H hidden units.
@@ -101,7 +101,7 @@ class _LossNetwork(keras.layers.Layer):
         self.output_activation = keras.activations.get(output_activation)
         self.include_inputs = include_inputs
         # Called as observe_hidden(layer_index, activations) for each hidden layer's
-        # activations when set (research/loss_network_anatomy.py counts the live units);
+        # activations when set (lab/loss_network_anatomy.py counts the live units);
         # None in training, exports and evaluation.
         self.observe_hidden = None
         # Attributes, not a list, so that tf.train.Checkpoint tracks them.
@@ -334,7 +334,7 @@ class RelationLossNetwork(_LossNetwork):
         # The layers run on the pairs as rows [B*K*K, H]: the same numbers, but the
         # bias gradients then reduce a 2-D tensor over its rows, which XLA's CPU
         # backend does ~10x faster than the same sum over three axes of [B, K, K, H]
-        # (docs/history/speed_2026-11.md, 'where the tanh chunk's time went').
+        # (docs/PERFORMANCE.md).
         rows = tf.reshape(pairs, [-1, pairs.shape[-1]]) + bias
         return rows, tf.shape(pairs)[:-1]
 

@@ -1,11 +1,11 @@
-"""The prediction network f_{phi, theta}: an MLP on [x; phi] (CAVIA, SPEC §1).
+"""The prediction network f_{phi, theta}: an MLP on [x; phi] (CAVIA, docs/method.md §1).
 
 phi (the task context, C numbers) is an input tensor, not a weight. Because it
 enters the first layer linearly, W·[x; phi] = W_x·x + W_phi·phi: the context term
 is computed once per task and broadcast over its points instead of tiling phi
 onto every point.
 
-Weights start as the code lineage's do (`init='torch'`, SPEC §3.1): kernels and biases
+Weights start as the code lineage's do (`init='torch'`, docs/method.md §3.1): kernels and biases
 uniform in ±1/sqrt(fan_in), fan_in = D + C for the split first layer, as CAVIA's
 PyTorch `nn.Linear` layers start; `init='keras'` gives Keras' Glorot kernels and zero biases.
 

@@ -1,4 +1,4 @@
-"""Few-shot classification tasks over an embedding dataset's splits (SPEC §5-6).
+"""Few-shot classification tasks over an embedding dataset's splits (docs/method.md §5-6).
 
 `FewShotEpisodes` is what the trainer samples from: N-way K-shot episodes over the
 meta-training classes (`train_splits`), drawn in the graph from a seed exactly as
@@ -35,7 +35,7 @@ class FewShotEpisodes(TaskFamily):
       data_dir: the manual directory of LEO's layout.
       config: the TFDS builder config, e.g. "mini_imagenet_center", "omniglot_center".
       num_ways, num_shots, num_queries: N, K and V per class.
-      train_splits: the splits whose classes are meta-trained on (SPEC §5: train + val
+      train_splits: the splits whose classes are meta-trained on (docs/method.md §5: train + val
         for Mini-ImageNet).
       validation_split, test_split: the splits for early stopping and the test.
       tfds_dir: where the TFDS files are generated (default: data_dir/tfds).

@@ -1,4 +1,4 @@
-"""Corrupted support sets (SPEC §8): what a practitioner's support set holds, drawn in the
+"""Corrupted support sets (docs/method.md §8): what a practitioner's support set holds, drawn in the
 graph from the task's seed like everything else, so a seed gives the same corruption with
 or without XLA and a resumed run sees the same tasks.
 

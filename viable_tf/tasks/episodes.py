@@ -1,4 +1,4 @@
-"""N-way K-shot classification episodes over an embedding dataset (SPEC §5).
+"""N-way K-shot classification episodes over an embedding dataset (docs/method.md §5).
 
 An episode draws N classes, relabels them 0..N-1 in random order, and draws K
 support and V query examples per class without replacement. Sampling is

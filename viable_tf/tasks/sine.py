@@ -1,4 +1,4 @@
-"""Sine-wave regression tasks (SPEC §4), sampled inside the TensorFlow graph.
+"""Sine-wave regression tasks (docs/method.md §4), sampled inside the TensorFlow graph.
 
 Task: y = A * sin(x - p), A ~ U[0.1, 5.0], p ~ U[0, pi], x ~ U[-5, 5].
 
@@ -8,7 +8,7 @@ tasks an uninterrupted one would, with no Python round trip per meta-update.
 
 With `outliers` = m, m of each task's real support points get y drawn uniformly over the
 output range [-A_max, A_max] instead of the curve; with `noise_std` = s, every support y
-gets N(0, s^2) added (SPEC §8; tasks/corruption.py). The query points stay clean.
+gets N(0, s^2) added (docs/method.md §8; tasks/corruption.py). The query points stay clean.
 
 Shape legend: B tasks, K support points (padded), Q query points, D = Y = 1.
 """

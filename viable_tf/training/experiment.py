@@ -47,7 +47,7 @@ def results_dict(
 
 def per_task_record(evaluation: Evaluation) -> dict:
     """Each test task's metric, in the test protocol's fixed order: what a paired
-    comparison of two runs on the same tasks needs (research/paired_difference.py)."""
+    comparison of two runs on the same tasks needs (lab/paired_difference.py)."""
     return {
         "metric": evaluation.metric,
         "num_support": evaluation.num_support,

@@ -38,7 +38,7 @@ def weighted_gradients(learner: Learner, variables, batch: TaskBatch, weight):
     with tf.GradientTape() as tape:
         loss, metrics = learner.meta_loss(batch)
         loss = loss * weight
-    # A weight the meta-loss does not reach (a ReLU loss network's biases: SPEC §3.1)
+    # A weight the meta-loss does not reach (a ReLU loss network's biases: docs/method.md §3.1)
     # gets an exact zero, not None.
     grads = tape.gradient(loss, variables)
     grads = [

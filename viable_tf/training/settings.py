@@ -48,7 +48,7 @@ def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
     arguments, changing no state) runs faster compiled by XLA than on TensorFlow's own
     kernels (oneDNN) on this machine: each traced, then the best of `repeats` calls;
     the choice and both times are logged to stderr. Which path wins differs between
-    machines and network sizes (docs/BENCHMARKS.md), and the two compute the same
+    machines and network sizes (docs/PERFORMANCE.md), and the two compute the same
     meta-gradient up to rounding."""
     seconds = {}
     for xla in (True, False):

@@ -1,7 +1,7 @@
 """The training task stream: the tasks of meta-update t are drawn from the stateless seed
 (seed, t), several meta-updates' at a time, ahead of the loop that uses them
 (`Trainer.draw_ahead`): drawn inside the loop's body, XLA's CPU code ran sine's
-meta-update 1.5-1.7x slower (docs/BENCHMARKS.md)."""
+meta-update 1.5-1.7x slower (docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Meta-training (SPEC §1, outer loop): Adam on theta (and psi), early stopping.
+"""Meta-training (docs/method.md §1, outer loop): Adam on theta (and psi), early stopping.
 
 One call of the compiled step function runs many meta-updates in a
 `tf.while_loop`, so there is no Python round trip per meta-update. The tasks of
@@ -8,7 +8,7 @@ state of an uninterrupted run, where TensorFlow's kernels repeat themselves bit 
 (the tested runs; long conv runs were seen not to: docs/TESTING.md). The tasks of
 several meta-updates are drawn together, ahead of the loop that uses them
 (`draw_ahead`): drawn inside the loop's body, XLA's CPU code ran sine's meta-update
-1.5-1.7x slower (docs/BENCHMARKS.md).
+1.5-1.7x slower (docs/PERFORMANCE.md).
 
 Around the compiled chunks, the Python loop (loop.py) does as little as it can on the
 training thread: a call of the compiled function runs up to the next step a periodic

@@ -1,0 +1,150 @@
+"""Carries unfinished runs from one machine to the next through the repository.
+
+The end-to-end Omniglot runs (docs/lab/omniglot/end_to_end.md) take longer than a machine is
+kept, and nothing outside the repository survives a new machine. `save` copies what a
+run needs to resume and to be read (the latest training checkpoint, the best weights,
+the wall-clock record, the summaries, the operative config, the log and any results)
+from W/runs/<run>/ into DIR/<run>/, and writes DIR/MANIFEST.json: for each run, the
+commit whose code trains it, its meta-update and the time of the save. `restore` copies
+them back into a new work directory, where the driver's command resumes each run from
+its checkpoint (a run whose work directory is further along is left alone).
+
+    .venv/bin/python lab/carry_runs.py save --work_dir W --to state/omniglot_conv \\
+        --commit $(git -C WORKTREE rev-parse HEAD)
+    .venv/bin/python lab/carry_runs.py restore --work_dir W --from state/omniglot_conv
+
+A resumed run must train on the code of the commit the manifest names (a worktree of it):
+the runs of a table are on one commit's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import shutil
+import sys
+
+MANIFEST = "MANIFEST.json"
+#: Files of a run directory that are carried whole (globs relative to it).
+RUN_FILES = ("operative_config.gin", "log.txt", "results.json", "eval_k*.json", "events.out.*")
+
+
+def _checkpoint_state(directory: str) -> str | None:
+    """The newest checkpoint's name ('ckpt-N') recorded in directory/checkpoint."""
+    try:
+        with open(os.path.join(directory, "checkpoint")) as f:
+            first = f.readline()
+    except FileNotFoundError:
+        return None
+    return json.loads(first.split(":", 1)[1]) if first.startswith("model_checkpoint_path") else None
+
+
+def step_of(run_dir: str) -> int:
+    """The meta-update of a run directory's latest training checkpoint (0 if none)."""
+    name = _checkpoint_state(os.path.join(run_dir, "checkpoints"))
+    return int(name.rsplit("-", 1)[1]) if name else 0
+
+
+def _copy_checkpoint(source: str, target: str, extra: tuple[str, ...] = ()) -> None:
+    """The newest checkpoint of `source` (its files and a `checkpoint` record naming it
+    alone) and the `extra` files into `target`."""
+    name = _checkpoint_state(source)
+    if name is None:
+        return
+    os.makedirs(target, exist_ok=True)
+    for path in glob.glob(os.path.join(source, f"{name}.*")):
+        shutil.copy2(path, target)
+    for file in extra:
+        if os.path.exists(os.path.join(source, file)):
+            shutil.copy2(os.path.join(source, file), target)
+    with open(os.path.join(target, "checkpoint"), "w") as f:
+        f.write(f"model_checkpoint_path: {json.dumps(name)}\n")
+        f.write(f"all_model_checkpoint_paths: {json.dumps(name)}\n")
+
+
+def save_run(run_dir: str, target: str) -> None:
+    """What `run_dir` needs to resume, in `target` (replacing what was there)."""
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    os.makedirs(target)
+    for pattern in RUN_FILES:
+        for path in glob.glob(os.path.join(run_dir, pattern)):
+            shutil.copy2(path, target)
+    _copy_checkpoint(
+        os.path.join(run_dir, "checkpoints"),
+        os.path.join(target, "checkpoints"),
+        extra=("wall_clock.json",),
+    )
+    _copy_checkpoint(os.path.join(run_dir, "best"), os.path.join(target, "best"))
+
+
+def save(work_dir: str, to: str, commit: str, runs: list[str] | None = None) -> dict:
+    """Saves the runs of `work_dir` (all, or those named) under `to`; returns the manifest."""
+    manifest_path = os.path.join(to, MANIFEST)
+    manifest = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+    names = runs or sorted(os.listdir(os.path.join(work_dir, "runs")))
+    for name in names:
+        run_dir = os.path.join(work_dir, "runs", name)
+        if not os.path.isdir(run_dir):
+            raise SystemExit(f"carry_runs: no run {name!r} in {work_dir}/runs")
+        save_run(run_dir, os.path.join(to, name))
+        manifest[name] = {
+            "commit": commit,
+            "step": step_of(run_dir),
+            "finished": os.path.exists(os.path.join(run_dir, "results.json")),
+            "saved": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
+        }
+    os.makedirs(to, exist_ok=True)
+    with open(manifest_path, "w") as f:
+        json.dump(dict(sorted(manifest.items())), f, indent=1)
+        f.write("\n")
+    return manifest
+
+
+def restore(work_dir: str, source: str) -> list[str]:
+    """Copies each carried run into `work_dir`/runs unless the run there is as far or
+    further along; returns the runs restored."""
+    restored = []
+    with open(os.path.join(source, MANIFEST)) as f:
+        manifest = json.load(f)
+    for name in manifest:
+        target = os.path.join(work_dir, "runs", name)
+        carried = os.path.join(source, name)
+        if os.path.isdir(target) and step_of(target) >= step_of(carried):
+            continue
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        shutil.copytree(carried, target)
+        restored.append(name)
+    return restored
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    saving = commands.add_parser("save")
+    saving.add_argument("--work_dir", required=True)
+    saving.add_argument("--to", required=True)
+    saving.add_argument("--commit", required=True, help="the commit whose code trains the runs")
+    saving.add_argument("--runs", default="", help="comma-separated (default: every run)")
+    restoring = commands.add_parser("restore")
+    restoring.add_argument("--work_dir", required=True)
+    restoring.add_argument("--from", dest="source", required=True)
+    args = parser.parse_args(argv)
+    if args.command == "save":
+        manifest = save(args.work_dir, args.to, args.commit, [r for r in args.runs.split(",") if r])
+        for name, record in manifest.items():
+            print(f"{name}: meta-update {record['step']} ({record['commit'][:7]})")
+    else:
+        print("restored:", ", ".join(restore(args.work_dir, args.source)) or "none")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
