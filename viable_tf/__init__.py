@@ -1,3 +1,3 @@
 """viable_tf: VIABLE few-shot meta-learning (learned inner-loop losses) in TensorFlow."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,0 +1,124 @@
+"""The verdict table of docs/RESULTS.md: one line per question, its answer, and the records
+that give it (rendered by results/render.py, never typed)."""
+
+from __future__ import annotations
+
+from results.render import Verdicts
+
+S, IMG, FRZ, LEO = "sine", "omniglot_images", "omniglot_features", "omniglot_features_leo"
+SEED0 = "C5_K10_seed0"
+
+VERDICTS = Verdicts(
+    [
+        (
+            "Sine: is relVIABLE far better than CAVIA (the paper: 0.01 against 0.19)?",
+            "helps",
+            [
+                (S, SEED0, "relviable_tanh"),
+                (S, SEED0, "cavia"),
+                ("paper_sine", "C5_K10", "relviable_tanh"),
+            ],
+            "[sine](#sine-regression)",
+        ),
+        (
+            "Sine: does simVIABLE sit between CAVIA and relVIABLE?",
+            "yes",
+            [(S, SEED0, "simviable_tanh"), (S, SEED0, "simviable_relu")],
+            "[sine](#sine-regression)",
+        ),
+        (
+            "Sine: does relVIABLE with 4 points beat CAVIA with 20?",
+            "no",
+            [(S, "vark_K4_seed0", "relviable_tanh"), (S, "vark_K20_seed0", "cavia")],
+            "[sine](#sine-regression)",
+        ),
+        (
+            "Frozen Omniglot features, the paper's output layer: does the learned loss help CAVIA?",
+            "helps",
+            [(FRZ, "5way1shot", "simviable"), (FRZ, "5way1shot", "cavia")],
+            "[frozen features](#omniglot-on-frozen-features)",
+        ),
+        (
+            "Frozen features, output layer at the class means (prototype or cosine head)?",
+            "no gain",
+            [
+                (FRZ, "5way1shot", "simviable_proto"),
+                (FRZ, "5way1shot", "cavia_proto"),
+                (FRZ, "5way1shot", "nearest_class_mean"),
+            ],
+            "[frozen features](#omniglot-on-frozen-features)",
+        ),
+        (
+            "VIABLE on LEO (the learned loss in LEO's latent steps)?",
+            "no gain",
+            [(LEO, "5way1shot", "leo_relviable"), (LEO, "5way1shot", "leo")],
+            "[LEO](#leo-and-viable-on-leo)",
+        ),
+        (
+            "Images end to end, 5-way 1-shot: does simVIABLE beat CAVIA?",
+            "helps",
+            [(IMG, "5way1shot", "simviable"), (IMG, "5way1shot", "cavia")],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "Images end to end, 5-way 5-shot: simVIABLE, relVIABLE against CAVIA?",
+            "simVIABLE helps a little; relVIABLE worse",
+            [
+                ("paired", IMG, "5way5shot", "simviable", "cavia"),
+                ("paired", IMG, "5way5shot", "relviable_tanh64", "cavia"),
+            ],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "Images end to end, 20-way 1-shot, the paper's form of the learned loss?",
+            "worse: chance",
+            [(IMG, "20way1shot", "simviable"), (IMG, "20way1shot", "cavia")],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "20-way 1-shot with the learned loss added to the task loss (beyond the paper)?",
+            "helps",
+            [("paired", IMG, "20way1shot", "relviable_tanh64_residual", "cavia")],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "VIABLE on MAML (beyond the paper), 5-way 1-shot?",
+            "helps",
+            [("paired", IMG, "5way1shot", "maml_simviable", "maml")],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "Is the best VIABLE at least as good as a Prototypical Network on the same net?",
+            "no",
+            [
+                (IMG, "5way1shot", "simviable_proto"),
+                (IMG, "5way1shot", "protonet"),
+                ("paired", IMG, "5way5shot", "simviable_proto", "protonet"),
+            ],
+            "[images](#omniglot-images-end-to-end)",
+        ),
+        (
+            "Sine with 2 outliers of 10: does a learned loss beat a robust hand-made one?",
+            "helps",
+            [
+                ("sine_outliers", "m2_K10_steps1", "attviable_agreement"),
+                ("sine_outliers", "m2_K10_steps1", "cavia_huber"),
+            ],
+            "[corrupted support sets](#corrupted-support-sets)",
+        ),
+        (
+            "Mini-ImageNet (the paper's classification benchmark)?",
+            "not measured here",
+            [],
+            "[why](#what-is-not-measured)",
+        ),
+    ]
+)
+
+#: The README's five lines: the same answers, linking into docs/RESULTS.md.
+GLANCE = Verdicts(
+    [
+        (claim, verdict, figures, link.replace("(#", "(docs/RESULTS.md#"))
+        for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 3, 6, 9, 11))
+    ]
+)
