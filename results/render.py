@@ -28,7 +28,7 @@ from viable_tf.evaluation.statistics import mean_confidence_interval
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RECORDS = os.path.join(HERE, "records")
-PAGES = ("docs/RESULTS.md", "README.md")
+PAGES = ("docs/RESULTS.md", "README.md", "docs/TESTING.md")
 REQUIRED = {
     "benchmark": str,
     "setting": str,
@@ -41,7 +41,7 @@ REQUIRED = {
     "date": str,
     "machine": str,
 }
-METRICS = ("mse", "accuracy", "claim")
+METRICS = ("mse", "accuracy", "claim", "seconds")
 MARK = re.compile(
     r"(<!-- results:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S
 )
@@ -363,6 +363,31 @@ TABLES = {
 }
 
 
+@dataclass
+class SuiteTimes:
+    """The README's test command timed from fresh clones: one row per record of the
+    'test_suite' benchmark, newest first, with the JAX sine peer's rate on the machine."""
+
+    def render(self, records: dict) -> str:
+        rows = sorted(
+            (r for (bench, _, _), r in records.items() if bench == "test_suite"),
+            key=lambda r: (r["date"], r["commit"]),
+            reverse=True,
+        )
+        lines = [
+            "| date | commit | machine | wall-clock | JAX sine peer (CAVIA updates/s) | result |",
+            "|---|---|---|---:|---:|---|",
+        ]
+        for r in rows:
+            minutes, seconds = divmod(round(r["mean"]), 60)
+            rate = f"{r['jax_peer_rate']:,}" if "jax_peer_rate" in r else "not measured"
+            lines.append(
+                f"| {r['date']} | {r['commit']} | {r['machine']} | {minutes} min {seconds} s "
+                f"| {rate} | {r['result']} |"
+            )
+        return "\n".join(lines) + "\n"
+
+
 def render_page(text: str, records: dict, tables: dict = TABLES) -> str:
     """`text` with the body of every results mark rewritten from the records."""
 
@@ -382,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if a page is out of date")
     args = parser.parse_args(argv)
     records = load()
-    tables = {**TABLES, "verdicts": VERDICTS, "glance": GLANCE}
+    tables = {**TABLES, "verdicts": VERDICTS, "glance": GLANCE, "suite_time": SuiteTimes()}
     stale = []
     for page in PAGES:
         path = os.path.join(REPO, page)

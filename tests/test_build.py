@@ -44,7 +44,7 @@ def _sources(targets, kind):
 def test_every_module_is_in_a_library():
     modules = {
         os.path.relpath(p, REPO)
-        for package in ("viable_tf", "serving", "lab")
+        for package in ("viable_tf", "serving", "lab", "results")
         for p in glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True)
     }
     listed = _sources(_targets(), "py_library")

@@ -1,0 +1,131 @@
+"""The results records and the pages rendered from them (results/render.py): every record is
+well formed, the committed pages are exactly what their records give, and the statistics
+the tables print are checked against NumPy."""
+
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from results import render
+from results.verdicts import GLANCE, VERDICTS
+
+
+@pytest.fixture(scope="module")
+def records():
+    return render.load()
+
+
+def test_every_record_is_well_formed_and_stored_under_its_own_keys(records):
+    assert len(records) > 200
+    for (benchmark, setting, method), record in records.items():
+        assert (record["benchmark"], record["setting"], record["method"]) == (
+            benchmark,
+            setting,
+            method,
+        )
+        if record.get("source") != "paper" and record["metric"] != "claim":
+            assert record["commit"] and record["date"] and record["machine"]
+            assert record["mean"] >= 0 and (record["metric"] != "accuracy" or record["mean"] <= 1)
+
+
+def test_the_pages_are_what_their_records_give():
+    """Fails when a page's table and its records disagree: rerun `python -m results.render`."""
+    assert render.main(["--check"]) == 0
+
+
+def test_a_changed_record_changes_the_page_and_a_stale_page_is_caught(records, tmp_path):
+    page = "x\n<!-- results:sine_by_context -->\nold\n<!-- /results -->\ny\n"
+    fresh = render.render_page(page, records)
+    assert "old" not in fresh and "| relVIABLE (tanh) |" in fresh and fresh.endswith("y\n")
+    changed = copy.deepcopy(records)
+    changed["sine", "C5_K10_seed0", "cavia"]["mean"] = 0.5
+    assert "0.500 ± 0.020" in render.render_page(page, changed)
+    assert render.render_page(fresh, records) == fresh  # rendering again changes nothing
+
+
+def test_an_unknown_table_and_a_misfiled_record_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="no table named 'nope'"):
+        render.render_page("<!-- results:nope -->\n<!-- /results -->", {})
+    folder = tmp_path / "sine" / "C1_K10_seed0"
+    folder.mkdir(parents=True)
+    record = {
+        "benchmark": "sine",
+        "setting": "C5_K10_seed0",
+        "method": "cavia",
+        "label": "CAVIA",
+        "metric": "mse",
+        "mean": 0.2,
+        "command": "c",
+        "commit": "abc",
+        "date": "2026-01-01",
+        "machine": "m",
+    }
+    (folder / "cavia.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"expected sine/C5_K10_seed0/cavia\.json"):
+        render.load(str(tmp_path))
+    record["setting"] = "C1_K10_seed0"
+    record.pop("commit")
+    (folder / "cavia.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="commit must be a str"):
+        render.load(str(tmp_path))
+
+
+def test_per_task_figures_must_give_the_recorded_mean_and_ci():
+    values = np.random.default_rng(0).uniform(size=50)
+    half = stats.t.ppf(0.975, 49) * values.std(ddof=1) / np.sqrt(50)
+    record = {
+        "benchmark": "b",
+        "setting": "s",
+        "method": "m",
+        "label": "M",
+        "metric": "accuracy",
+        "mean": float(values.mean()),
+        "ci95": float(half),
+        "per_task": values.tolist(),
+        "command": "c",
+        "commit": "abc",
+        "date": "d",
+        "machine": "m",
+    }
+    assert render.check(record, os.path.join("b", "s", "m.json")) == []
+    record["mean"] += 0.01
+    assert "is not its per_task mean" in render.check(record, os.path.join("b", "s", "m.json"))[0]
+
+
+def test_the_paired_difference_is_the_t_interval_of_the_task_by_task_differences():
+    rng = np.random.default_rng(1)
+    a = rng.uniform(size=300)
+    b = a - 0.02 + rng.normal(0, 0.05, size=300)
+    diff = a - b
+    half = stats.t.ppf(0.975, 299) * diff.std(ddof=1) / np.sqrt(300)
+    text = render.paired(
+        {"per_task": a.tolist(), "metric": "accuracy", "method": "a"},
+        {"per_task": b.tolist(), "metric": "accuracy", "method": "b"},
+    )
+    assert text == f"{100 * diff.mean():+.2f} ± {100 * half:.2f}"
+    assert render.paired({"metric": "accuracy"}, {"per_task": [1.0]}) is None
+    with pytest.raises(ValueError, match="not on the same tasks"):
+        render.paired(
+            {"per_task": [1.0, 0.0], "metric": "mse", "method": "a"},
+            {"per_task": [1.0], "metric": "mse", "method": "b"},
+        )
+
+
+def test_cells_are_formatted_by_metric_and_the_best_of_a_column_is_bold(records):
+    assert render.figure({"metric": "accuracy", "mean": 0.8781, "ci95": 0.0064}) == "87.8 ± 0.6"
+    assert render.figure({"metric": "mse", "mean": 0.0348, "ci95": 0.0041}) == "0.035 ± 0.004"
+    assert render.figure({"metric": "mse", "mean": 0.0057}) == "0.0057"
+    table = render.TABLES["sine_by_context"].render(records)
+    row = next(line for line in table.splitlines() if line.startswith("| relVIABLE (tanh) |"))
+    assert "**0.035 ± 0.004**" in row  # the lowest MSE at C = 5
+    assert table.splitlines()[-1].startswith("| *source* | records in results/records/")
+
+
+def test_every_verdict_names_records_that_exist(records):
+    for table in (VERDICTS, GLANCE):
+        text = table.render(records)
+        assert text.count("\n") == len(table.rows) + 3
