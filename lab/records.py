@@ -1,0 +1,86 @@
+"""A finished run as a results record: results/records/<benchmark>/<setting>/<method>.json.
+
+    python -m lab.records RUN_DIR --benchmark sine --setting C5_K10_seed0 --method cavia \
+        --label CAVIA --command "viable-train ..." --commit abc1234 [--num_support K] \
+        [--machine "AMD EPYC, 2 cores"] [--date 2026-11-27]
+
+Reads the run's results.json (or viable-eval's eval_k<K>.json with --num_support) and its
+per-task figures, so that a paired comparison can be computed from the record alone.
+The date defaults to today, the machine to this machine's CPU model and core count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+
+from viable_tf.run_dir import RunDir
+
+RECORDS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "records"
+)
+
+
+def this_machine() -> str:
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def record_of(run_dir: str, *, num_support: int | None = None, **fields) -> dict:
+    """The record of a finished run: its test figures, updates and wall-clock, and
+    `fields` (benchmark, setting, method, label, command, commit, date, machine)."""
+    run = RunDir(run_dir)
+    path = run.results if num_support is None else run.evaluation(num_support)
+    with open(path) as f:
+        result = json.load(f)
+    with open(run.per_task(num_support)) as f:
+        per_task = json.load(f)["per_task"]
+    record = {
+        **fields,
+        "metric": result["metric"],
+        "mean": result["mean"],
+        "ci95": result["ci95"],
+        "num_tasks": result["num_tasks"],
+        "updates": result["steps_trained"],
+        "best_at": result["checkpoint_step"],
+        "per_task": per_task,
+    }
+    if num_support is None and "train_wall_clock_seconds" in result:
+        record["wall_clock_seconds"] = result["train_wall_clock_seconds"]
+    return record
+
+
+def write(record: dict, root: str = RECORDS) -> str:
+    path = os.path.join(root, record["benchmark"], record["setting"], record["method"] + ".json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir")
+    for name in ("benchmark", "setting", "method", "label", "command", "commit"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--num_support", type=int, default=None)
+    parser.add_argument("--machine", default=this_machine())
+    parser.add_argument("--date", default=datetime.date.today().isoformat())
+    args = vars(parser.parse_args())
+    run_dir, num_support = args.pop("run_dir"), args.pop("num_support")
+    print(write(record_of(run_dir, num_support=num_support, **args)))
+
+
+if __name__ == "__main__":
+    main()
