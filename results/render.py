@@ -28,7 +28,7 @@ from viable_tf.evaluation.statistics import mean_confidence_interval
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RECORDS = os.path.join(HERE, "records")
-PAGES = ("docs/RESULTS.md", "README.md", "docs/TESTING.md")
+PAGES = ("docs/RESULTS.md", "docs/comparisons.md", "README.md", "docs/TESTING.md")
 REQUIRED = {
     "benchmark": str,
     "setting": str,
@@ -133,6 +133,8 @@ class Table:
     corner: str = "method"
     best: str | None = None  # 'min' or 'max': the best cell of each column in bold
     extra: list[tuple[str, str, str]] = field(default_factory=list)  # (header, bench, setting)
+    #: Rows that may have no record yet, by method: their label (the row says so).
+    pending: dict[str, str] = field(default_factory=dict)
 
     def render(self, records: dict) -> str:
         head = [self.corner, *(h for _, h in self.columns), *(h for h, _, _ in self.extra)]
@@ -154,6 +156,8 @@ class Table:
                 if record is not None:
                     label = label or record["label"]
                 cells.append(figure(record))
+            if label is None and method in self.pending and not any(cells):
+                label, cells = self.pending[method], ["in training"] + [""] * (len(cells) - 1)
             if label is None:
                 raise ValueError(f"{self.benchmark}: no record of {method!r} in any column")
             lines.append("| " + " | ".join([label, *cells]) + " |")
@@ -179,6 +183,7 @@ class Paired:
     """Rows of paired differences A - B over the same test tasks."""
 
     rows: list[tuple[str, str, str, str]]  # (benchmark, setting, method A, method B)
+    pending: bool = False  # rows whose records do not exist yet are left out
 
     def render(self, records: dict) -> str:
         lines = [
@@ -187,7 +192,13 @@ class Paired:
         ]
         used = []
         for bench, setting, a_key, b_key in self.rows:
-            a, b = records[bench, setting, a_key], records[bench, setting, b_key]
+            a, b = records.get((bench, setting, a_key)), records.get((bench, setting, b_key))
+            if a is None or b is None:
+                if not self.pending:
+                    raise ValueError(
+                        f"no record of {bench}/{setting}/{a_key if a is None else b_key}"
+                    )
+                continue  # a run still in training: its row comes with its record
             used += [a, b]
             difference = paired(a, b) or "no per-task record"
             lines.append(
@@ -233,12 +244,16 @@ def provenance(records: list[dict], width: int) -> str:
     commits = sorted({r["commit"] for r in measured})
     dates = sorted({r["date"] for r in measured})
     machines = sorted({r["machine"] for r in measured})
-    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
-    text = (
-        f"records in results/records/; commits {', '.join(commits)}; {when}; {'; '.join(machines)}"
-        if measured
-        else "the paper's figures: results/records/paper/"
-    )
+    if measured:
+        when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        text = (
+            f"records in results/records/; commits {', '.join(commits)}; {when}; "
+            f"{'; '.join(machines)}"
+        )
+    elif records:
+        text = "the paper's figures, quoted: results/records/paper_*/"
+    else:
+        text = "no record yet"
     return "| *source* | " + text + " |" + " |" * (width - 2)
 
 
@@ -273,6 +288,17 @@ WAYS = [
     ("5way5shot", "5-way 5-shot"),
     ("20way1shot", "20-way 1-shot"),
 ]
+#: The paper's comparators on the image protocol (method §10), with their row labels
+#: while they train.
+COMPARATORS = {
+    "metasgd_cavia": "Meta-SGD on CAVIA",
+    "metasgd_simviable": "simVIABLE at Meta-SGD's step",
+    "metasgd_maml": "Meta-SGD on MAML",
+    "matching": "Matching Networks",
+    "matching_fce": "Matching Networks, full context embeddings",
+    "r2d2": "R2-D2 (ridge head)",
+    "metaoptnet_svm": "MetaOptNet-SVM",
+}
 IMAGE_ROWS = [
     "protonet",
     "cavia",
@@ -288,9 +314,19 @@ IMAGE_ROWS = [
     "cavia_stepped",
     "simviable_stepped_residual",
     "relviable_stepped_residual",
+    *COMPARATORS,
     "nearest_class_mean",
 ]
 E2E = "omniglot_images"
+#: Sine runs of one commit with their per-task MSEs, for paired comparisons.
+SP = "sine_paired"
+#: The relation network's candidate options (lab/sine_candidates.py): method suffix, label.
+CANDIDATES = {
+    "": "",
+    "_set_readout": ", set-level readout",
+    "_loss_mean": ", task loss as the set's mean",
+    "_loss_both": ", task loss per point and the set's mean",
+}
 
 TABLES = {
     "sine_by_context": _sine(
@@ -327,7 +363,7 @@ TABLES = {
         ],
         best="max",
     ),
-    "images": Table(E2E, WAYS, IMAGE_ROWS, best="max"),
+    "images": Table(E2E, WAYS, IMAGE_ROWS, best="max", pending=COMPARATORS),
     "images_paired": Paired(
         [
             (E2E, "5way5shot", "simviable", "cavia"),
@@ -340,6 +376,59 @@ TABLES = {
             (E2E, "20way1shot", "simviable_stepped_residual", "cavia_stepped"),
             (E2E, "20way1shot", "relviable_stepped_residual", "cavia_stepped"),
         ]
+    ),
+    "sine_step": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        ["cavia", "metasgd_cavia", "maml", "metasgd_maml", "relviable_tanh", "metasgd_relviable"],
+        best="min",
+        pending={
+            "cavia": "CAVIA",
+            "metasgd_cavia": "Meta-SGD on CAVIA",
+            "maml": "MAML, C = 5",
+            "metasgd_maml": "Meta-SGD on MAML, C = 5",
+            "relviable_tanh": "relVIABLE (tanh)",
+            "metasgd_relviable": "relVIABLE (tanh) at Meta-SGD's step",
+        },
+    ),
+    "sine_step_paired": Paired(
+        [
+            (SP, f"C5_K10_seed{s}", a, b)
+            for s in (0, 1, 2)
+            for a, b in (
+                ("metasgd_cavia", "cavia"),
+                ("relviable_tanh", "metasgd_cavia"),
+                ("metasgd_relviable", "relviable_tanh"),
+                ("metasgd_maml", "maml"),
+            )
+        ],
+        pending=True,
+    ),
+    "sine_candidates": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        [f"relviable_{act}{c}" for act in ("tanh", "relu") for c in CANDIDATES],
+        best="min",
+        pending={
+            f"relviable_{act}{c}": f"relVIABLE ({act}){label}"
+            for act in ("tanh", "relu")
+            for c, label in CANDIDATES.items()
+        },
+    ),
+    "sine_candidates_paired": Paired(
+        [
+            (SP, f"C5_K10_seed{s}", f"relviable_{act}{c}", f"relviable_{act}")
+            for act in ("tanh", "relu")
+            for c in list(CANDIDATES)[1:]
+            for s in (0, 1, 2)
+        ],
+        pending=True,
+    ),
+    "paper_classification": Table(
+        "paper_miniimagenet",
+        [("5way1shot", "5-way 1-shot"), ("5way5shot", "5-way 5-shot")],
+        ["matching", "maml", "metasgd_maml", "leo", "metaoptnet_svm", "relviable_tanh64"],
+        corner="the paper's table (Mini-ImageNet, LEO's features for Meta-SGD and LEO)",
     ),
     "sine_outliers": Table(
         "sine_outliers",
