@@ -60,12 +60,20 @@ def record_of(run_dir: str, *, num_support: int | None = None, **fields) -> dict
     return record
 
 
+def dumps(record: dict) -> str:
+    """A record as JSON, one field a line and its per-task figures on one line."""
+    fields = {k: v for k, v in record.items() if k != "per_task"}
+    text = json.dumps(fields, indent=1)
+    if "per_task" in record:
+        text = text[:-2] + ',\n "per_task": ' + json.dumps(record["per_task"]) + "\n}"
+    return text + "\n"
+
+
 def write(record: dict, root: str = RECORDS) -> str:
     path = os.path.join(root, record["benchmark"], record["setting"], record["method"] + ".json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
+        f.write(dumps(record))
     return path
 
 

@@ -70,9 +70,9 @@ def unreached_by_design(learner) -> set[int]:
 
 
 def load_tool(name: str):
-    """lab/<name>.py as a module (the tools are scripts, not a package)."""
+    """lab/<name>.py as a module, loaded from its file as the script it also is."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(repo, "tools", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(repo, "lab", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

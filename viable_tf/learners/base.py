@@ -116,8 +116,17 @@ STATE_PARTS = ("weights", "context", "head")
 class Learner(keras.layers.Layer, abc.ABC):
     """A meta-learner: adapt on a support set, predict on a query set, meta-loss."""
 
-    #: Short method name used in results ("cavia", "maml", "simviable", "relviable").
-    method_name: str = ""
+    #: The method's short name ("cavia", "maml", "simviable", "relviable", ...).
+    base_name: str = ""
+    #: Meta-SGD's learned step sizes (`learned_inner_lr=True`), or the one alpha.
+    learned_inner_lr: bool = False
+
+    @property
+    def method_name(self) -> str:
+        """The name in results: the base name, 'metasgd_' before it where the inner loop's
+        step sizes are meta-learned."""
+        return ("metasgd_" if self.learned_inner_lr else "") + self.base_name
+
     #: Whether the adapted state is a task context phi [B, C] alone (CAVIA, VIABLE),
     #: which a server can return and reuse; MAML adapts weights.
     adapts_context: bool = False

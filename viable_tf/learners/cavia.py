@@ -31,7 +31,7 @@ class CAVIA(Learner):
     `learn_temperature` and `prototype` configure a head given by name ('prototypes').
     """
 
-    method_name = "cavia"
+    base_name = "cavia"
     adapts_context = True
     adapted_parts = ("context",)  # a per-task head stays as the support set made it
 

@@ -122,7 +122,7 @@ class LEO(Learner):
     the decoded classifier weights. The adapted state's head is (weights [B, N, D], class
     bias [B, N]) (0 for a class with support points, EMPTY_CLASS_BIAS for one without)."""
 
-    method_name = "leo"
+    base_name = "leo"
     every_class_reason = "this model decodes each class's weights from its support points"
 
     def __init__(

@@ -25,7 +25,7 @@ from viable_tf.networks.prediction import PredictionNetwork
 class MAML(Learner):
     """MAML: theta is both the meta-learned initialisation and what is adapted."""
 
-    method_name = "maml"
+    base_name = "maml"
 
     def __init__(
         self,

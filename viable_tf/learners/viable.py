@@ -267,7 +267,7 @@ class VIABLE(LearnedInnerLoss, CAVIA):
     """CAVIA whose inner loop descends a learned loss (simVIABLE, relVIABLE, attVIABLE)."""
 
     @property
-    def method_name(self) -> str:  # type: ignore[override]
+    def base_name(self) -> str:  # type: ignore[override]
         return self.variant
 
 
@@ -281,7 +281,7 @@ class MAMLVIABLE(LearnedInnerLoss, MAML):
     """
 
     @property
-    def method_name(self) -> str:  # type: ignore[override]
+    def base_name(self) -> str:  # type: ignore[override]
         return f"maml_{self.variant}"
 
 
@@ -297,7 +297,7 @@ class LEOVIABLE(LearnedInnerLoss, LEO):
         self.learned_finetuning = learned_finetuning
 
     @property
-    def method_name(self) -> str:  # type: ignore[override]
+    def base_name(self) -> str:  # type: ignore[override]
         return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
 
     def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
