@@ -91,6 +91,16 @@ class Head(abc.ABC):
         """The network's outputs [B, P, ...] and the per-task state -> predictions."""
 
 
+def require_classifier(head: str, task_loss: str) -> None:
+    """Raises ValueError unless `task_loss` is a classifier's (a head that maps features
+    to class logits needs one)."""
+    if task_loss != "cross_entropy":
+        raise ValueError(
+            f"{head} is a classifier's output layer; it needs task_loss='cross_entropy', "
+            f"got {task_loss!r}"
+        )
+
+
 def learner_weight(learner: keras.layers.Layer, attribute: str, **add_weight) -> tf.Variable:
     """A head's weight: created on `learner` and held as its `attribute` too, so that
     checkpoints and SavedModels keep it (a weight held only by the plain-Python head is

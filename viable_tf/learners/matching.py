@@ -23,7 +23,7 @@ import gin
 import keras
 import tensorflow as tf
 
-from viable_tf.learners.heads import Head
+from viable_tf.learners.heads import Head, require_classifier
 from viable_tf.learners.metaoptnet import masked_one_hot
 
 #: A score that no real support point's reaches: a padded point's, or a class's without one.
@@ -59,11 +59,7 @@ class MatchingHead(Head):
             self.name = "matching_fce"
 
     def check(self, task_loss: str) -> None:
-        if task_loss != "cross_entropy":
-            raise ValueError(
-                "MatchingHead is a classifier's output layer; it needs "
-                f"task_loss='cross_entropy', got {task_loss!r}"
-            )
+        require_classifier("MatchingHead", task_loss)
 
     def build_after_network(self, learner, network) -> None:
         if not self.full_context:

@@ -34,7 +34,7 @@ import gin
 import keras
 import tensorflow as tf
 
-from viable_tf.learners.heads import Head, learner_weight
+from viable_tf.learners.heads import Head, learner_weight, require_classifier
 
 
 def masked_one_hot(labels: tf.Tensor, mask: tf.Tensor, num_classes: int) -> tf.Tensor:
@@ -121,11 +121,7 @@ class _SolvedLinearHead(Head):
         self.scale = None
 
     def check(self, task_loss: str) -> None:
-        if task_loss != "cross_entropy":
-            raise ValueError(
-                f"{type(self).__name__} is a classifier's output layer; it needs "
-                f"task_loss='cross_entropy', got {task_loss!r}"
-            )
+        require_classifier(type(self).__name__, task_loss)
 
     def build(self, learner) -> None:
         self.scale = learner_weight(
