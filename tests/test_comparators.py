@@ -226,6 +226,21 @@ def test_meta_sgd_at_its_start_is_the_base_learner_and_maml_gets_a_rate_per_weig
     assert maml.hparams()["learned_inner_lr"] is True
 
 
+def test_meta_sgd_rates_are_checkpointed_and_restored(tmp_path):
+    """The learned rates are part of the learner's state: a trainer's checkpoint (best
+    weights, resumption) holds them."""
+    learner = MAML(input_dim=1, output_dim=1, context_dim=2, learned_inner_lr=True)
+    for rate in learner.inner_lrs:
+        rate.assign(tf.fill(rate.shape, 0.25))
+    path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / "ckpt"))
+    names = [name for name, _ in tf.train.list_variables(path)]
+    assert sum("inner_lr_" in name for name in names) == len(learner.inner_lrs)
+    restored = MAML(input_dim=1, output_dim=1, context_dim=2, learned_inner_lr=True)
+    tf.train.Checkpoint(learner=restored).restore(path).assert_existing_objects_matched()
+    for rate in restored.inner_lrs:
+        np.testing.assert_array_equal(rate.numpy(), np.full(rate.shape, 0.25, np.float32))
+
+
 def test_meta_sgd_refuses_what_it_cannot_step():
     from viable_tf.learners import LEO, PrototypeHead
 

@@ -186,6 +186,8 @@ class Learner(keras.layers.Layer, abc.ABC):
                 initializer=keras.initializers.Constant(self.inner_lr),
                 name=f"inner_lr_{i}",
             )
+            # An attribute of its own, so that checkpoints hold it (a list does not).
+            setattr(self, f"inner_lr_{i}", rate)
             self.inner_lrs.append(rate)  # alpha_i, broadcast over the task axis
 
     @property
