@@ -119,8 +119,10 @@ def paired(a: dict, b: dict) -> str | None:
     if x.shape != y.shape:
         raise ValueError(f"{a['method']} and {b['method']} are not on the same tasks")
     found = mean_confidence_interval(x - y)
-    scale = 100.0 if a["metric"] == "accuracy" else 1.0
-    return f"{scale * found.mean:+.2f} ± {scale * found.ci95:.2f}"
+    if a["metric"] == "accuracy":  # in points
+        return f"{100 * found.mean:+.2f} ± {100 * found.ci95:.2f}"
+    digits = 3 if abs(found.mean) >= 0.01 else 4
+    return f"{found.mean:+.{digits}f} ± {found.ci95:.{digits}f}"
 
 
 @dataclass
