@@ -230,7 +230,7 @@ class Verdicts:
                     a, b = records[bench, setting, a_key], records[bench, setting, b_key]
                     used += [a, b]
                     difference = paired(a, b) or "no per-task record"
-                    shown.append(f"{a['label']} - {b['label']}: {difference} paired")
+                    shown.append(f"{a['label']} - {b['label']}, {setting}: {difference} paired")
                 else:
                     record = records[ref]
                     used.append(record)
