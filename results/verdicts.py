@@ -33,6 +33,15 @@ VERDICTS = Verdicts(
             "[sine](#sine-regression)",
         ),
         (
+            "Sine: learn the inner loop's step (Meta-SGD) or its loss (relVIABLE)?",
+            "the loss: the step adds nothing measurable",
+            [
+                ("paired", "sine_paired", SEED0, "metasgd_cavia", "cavia"),
+                ("paired", "sine_paired", SEED0, "relviable_tanh", "metasgd_cavia"),
+            ],
+            "[comparisons](comparisons.md#meta-sgd-against-viable-on-sine)",
+        ),
+        (
             "Frozen Omniglot features, the paper's output layer: does the learned loss help CAVIA?",
             "helps",
             [(FRZ, "5way1shot", "simviable"), (FRZ, "5way1shot", "cavia")],
@@ -119,6 +128,6 @@ VERDICTS = Verdicts(
 GLANCE = Verdicts(
     [
         (claim, verdict, figures, link.replace("(#", "(docs/RESULTS.md#"))
-        for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 3, 6, 9, 11))
+        for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 4, 7, 10, 12))
     ]
 )
