@@ -159,7 +159,7 @@ class Table:
                     label = label or record["label"]
                 cells.append(figure(record))
             if label is None and method in self.pending and not any(cells):
-                label, cells = self.pending[method], ["in training"] + [""] * (len(cells) - 1)
+                label, cells = self.pending[method], ["not yet measured"] + [""] * (len(cells) - 1)
             if label is None:
                 raise ValueError(f"{self.benchmark}: no record of {method!r} in any column")
             lines.append("| " + " | ".join([label, *cells]) + " |")
