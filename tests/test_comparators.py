@@ -302,6 +302,7 @@ def _pixels(drawings):
     return tf.reshape(tf.math.l2_normalize(flat, -1), [1, -1, 784])
 
 
+@pytest.mark.float_sensitive  # a training outcome: CI checks it on the other float paths too
 @pytest.mark.parametrize("name", sorted(COMPARATORS))
 def test_each_comparator_fits_an_episode_exports_and_answers_as_the_learner(name, tmp_path):
     """The contract (a few outer steps fit one episode) and the export: serving_default and
