@@ -23,8 +23,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--gin_param", action="append", default=[])
     args = parser.parse_args()
-    from viable_tf.config import load_run
-    from viable_tf.evaluation.protocols import test_protocol
+    from lab.paired_difference import per_task as scored
     from viable_tf.run_dir import RunDir
 
     os.makedirs(args.out, exist_ok=True)
@@ -33,21 +32,21 @@ def main() -> None:
         path = os.path.join(args.out, f"{name}.json")
         if os.path.exists(path):
             continue
-        run = load_run(model_dir, tuple(args.gin_param))
-        evaluation = test_protocol(run.tasks)(run.learner)
+        values, _, metric = scored(model_dir, None, tuple(args.gin_param))
         reported = RunDir(model_dir).read_results()["mean"]
-        per_task = np.asarray(evaluation.per_task, np.float64)
+        per_task = np.asarray(values, np.float64)
         record = {
             "run": name,
-            "metric": evaluation.metric,
+            "metric": metric,
             "mean": float(per_task.mean()),
             "reported_mean": reported,
-            "checkpoint_step": run.checkpoint_step,
             "per_task": per_task.tolist(),
         }
         with open(path, "w") as f:
             json.dump(record, f)
-        print(f"{name}: {100 * per_task.mean():.2f} (reported {100 * reported:.2f})", flush=True)
+        scale = 100.0 if metric == "accuracy" else 1.0
+        mean, shown = scale * per_task.mean(), scale * reported
+        print(f"{name}: {mean:.4g} (reported {shown:.4g})", flush=True)
         if abs(per_task.mean() - reported) > 1e-3:
             raise SystemExit(f"{name}: the mean differs from the reported one")
 
