@@ -76,3 +76,30 @@ def load_tool(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+#: The files that take longest (`pytest --durations`, summed by file, docs/TESTING.md),
+#: longest first. `--dist loadfile` hands out whole files in collection order, so these
+#: go first and the short files fill in at the end, instead of one long file running
+#: alone on one core while the other waits.
+LONGEST_FIRST = (
+    "test_trainer.py",
+    "test_classification.py",
+    "test_omniglot.py",
+    "test_leo.py",
+    "test_notebook_omniglot.py",
+    "test_distributed_resume.py",
+    "test_distributed.py",
+    "test_user_models.py",
+    "test_serving.py",
+    "test_learners.py",
+    "test_comparators.py",
+    "test_demo_page.py",
+    "test_cli.py",
+    "test_sine_paper.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole

@@ -76,4 +76,4 @@ def test_ci_runs_exactly_the_readme_test_command():
     with open(os.path.join(REPO, ".ci", "run")) as f:
         ci_lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     assert ci_lines[-1] == commands[1]
-    assert "viable-train" in commands[0] and "pytest" in commands[1]
+    assert "viable-train" in commands[0] and "tests/run_suite.py" in commands[1]  # pytest

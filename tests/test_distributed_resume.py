@@ -13,7 +13,7 @@ from worker_harness import _workers
 
 
 def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
-    params = ("NUM_STEPS=400", "Trainer.eval_every=100", "Trainer.steps_per_call=10")
+    params = ("NUM_STEPS=200", "Trainer.eval_every=50", "Trainer.steps_per_call=10")
     straight, model_dir = tmp_path / "straight", tmp_path / "run"
     with _workers(straight, *params) as workers:
         for worker in workers:
@@ -22,7 +22,7 @@ def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
 
     with _workers(model_dir, *params) as workers:
         deadline = time.monotonic() + 600
-        while not (model_dir / "checkpoints" / "ckpt-100.index").exists():
+        while not (model_dir / "checkpoints" / "ckpt-50.index").exists():
             assert workers[0].poll() is None, "the chief stopped before the kill"
             assert time.monotonic() < deadline, "no checkpoint within 600 s"
             time.sleep(0.05)
@@ -32,7 +32,7 @@ def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
     last = err.strip().splitlines()[-1]
     assert "lost contact with another worker" in last and "Restart every worker" in last
     stopped_at = int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("-", 1)[1])
-    assert stopped_at < 400
+    assert stopped_at < 200
 
     with _workers(model_dir, *params) as workers:  # the same command again
         outputs = [worker.communicate(timeout=600) for worker in workers]
@@ -40,10 +40,10 @@ def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
         assert worker.returncode == 0, err[-2000:]
     assert f"resuming from {model_dir}/checkpoints at meta-update {stopped_at}" in outputs[0][1]
     record = json.loads((model_dir / "results.json").read_text())
-    assert record["steps_trained"] == 400 and record["replicas"] == 2
+    assert record["steps_trained"] == 200 and record["replicas"] == 2
     # Bit for bit the state of the uninterrupted run: weights, optimizer, early stopping.
-    resumed = checkpoint_values(str(model_dir / "checkpoints" / "ckpt-400"))
-    uninterrupted = checkpoint_values(str(straight / "checkpoints" / "ckpt-400"))
+    resumed = checkpoint_values(str(model_dir / "checkpoints" / "ckpt-200"))
+    uninterrupted = checkpoint_values(str(straight / "checkpoints" / "ckpt-200"))
     assert resumed.keys() == uninterrupted.keys()
     for name, value in uninterrupted.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)

@@ -51,6 +51,7 @@ def test_miniature_reproduction_end_to_end(tmp_path, monkeypatch, run_cli):
         f"--work_dir={work}",
         f"--report_dir={report}",
         "--num_steps=20",
+        "--jobs=0",  # the runs in the driver's process: one TensorFlow start, not eleven
         "--context_dims=5",
         "--seeds=0,1",
         "--no_investigate",
@@ -78,12 +79,16 @@ def test_miniature_reproduction_end_to_end(tmp_path, monkeypatch, run_cli):
     reference = json.loads((report / "sine_reference.json").read_text())
     assert reference["rows"]["cavia"]["mean"] == summary["a_context"]["cavia_c5"]["mean"]
     assert reference["setting"] == {"context_dim": 5, "num_support": 10, "num_steps": 20}
-    # Rerunning finds every run done and only redraws the report (in this process: the
-    # first run was the whole-process check, and TensorFlow is imported here already).
+    # Rerunning finds every run done but one evaluation, which it runs in a process of
+    # its own (--jobs=1, the default form), and redraws the report (the driver in this
+    # process: the first run was the whole-process check).
     (report / "sine_tables.md").unlink()
+    evaluation = next((work / "b_vark").glob("relviable_tanh*/eval_k20.json"))
+    evaluation.unlink()
     monkeypatch.chdir(REPO)
-    status, _ = run_cli(sine_paper, command[1:])
+    status, _ = run_cli(sine_paper, [*(a for a in command[1:] if a != "--jobs=0"), "--jobs=1"])
     assert status == 0
+    assert json.loads(evaluation.read_text())["num_support"] == 20
     assert "| relVIABLE (tanh) |" in (report / "sine_tables.md").read_text()
     assert json.loads((work / "summary.json").read_text())["a_context"] == summary["a_context"]
 

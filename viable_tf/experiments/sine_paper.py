@@ -13,8 +13,10 @@ The paper names no activation for the loss networks: every VIABLE row is run wit
 ReLU and with tanh hidden units (ROWS).
 
 Each training is one `viable-train` process; `--jobs` of them run at once, each
-with its share of the cores. A finished run (its results.json exists) is skipped and
-an interrupted one resumes, so rerunning the command picks up where it stopped.
+with its share of the cores (`--jobs=0`: one at a time, in this process, which saves
+a TensorFlow start per run where runs are short). A finished run (its results.json
+exists) is skipped and an interrupted one resumes, so rerunning the command picks up
+where it stopped.
 Writes `W/summary.json`, and under `--report_dir` the tables (`sine_tables.md`), the
 figures and `sine_reference.json` (the numbers viable-train prints beside its own).
 """
@@ -179,6 +181,38 @@ def _execute(run: Run, work_dir: str, threads: int) -> dict:
     return {"run": run.name, "seconds": time.perf_counter() - start}
 
 
+def _execute_here(run: Run, work_dir: str) -> dict:
+    """`_execute` in this process (`--jobs=0`): the same training and evaluations, with the
+    run's output appended to its log."""
+    import contextlib
+
+    import gin
+
+    from viable_tf.cli.common import parse_gin
+    from viable_tf.config import load_run
+    from viable_tf.training.experiment import evaluate_loaded, train_and_evaluate, write_json
+
+    model_dir = run.model_dir(work_dir)
+    run_dir = RunDir(model_dir)
+    os.makedirs(model_dir, exist_ok=True)
+    start = time.perf_counter()
+    with open(run_dir.log, "a") as log, contextlib.redirect_stdout(log):
+        if not os.path.exists(run_dir.results):
+            gin.clear_config()
+            parse_gin([run.config], [*run.params, "Trainer.show_progress=False"])
+            train_and_evaluate(model_dir)
+        missing = [k for k in run.eval_shots if not os.path.exists(run_dir.evaluation(k))]
+        if missing:
+            gin.clear_config()
+            loaded = load_run(model_dir, ())
+            for k in missing:
+                record, per_task = evaluate_loaded(loaded, num_support=k)
+                write_json(record, loaded.run_dir.evaluation(record["num_support"]))
+                write_json(per_task, loaded.run_dir.per_task(record["num_support"]))
+        gin.clear_config()
+    return {"run": run.name, "seconds": time.perf_counter() - start}
+
+
 def _load(path: str) -> dict:
     with open(path) as f:
         return json.load(f)
@@ -202,7 +236,13 @@ def read_run(run: Run, work_dir: str) -> dict:
 
 def run_all(runs: list[Run], work_dir: str, *, jobs: int, desc: str) -> list[dict]:
     """Trains (or resumes, or skips) every run, `jobs` at a time with a share of the
-    cores each; returns their timings in the order they ended."""
+    cores each (0: one at a time in this process); returns their timings in the order
+    they ended."""
+    if jobs == 0:
+        timings = []
+        for run in tqdm(runs, unit="run", desc=desc):
+            timings.append(_execute_here(run, work_dir))
+        return timings
     threads = max(1, (os.cpu_count() or 1) // jobs)
     timings = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -235,7 +275,9 @@ def _parser() -> argparse.ArgumentParser:
     add_verbosity_flag(parser)
     parser.add_argument("--work_dir", default="runs/sine_paper", help="where runs go")
     parser.add_argument("--report_dir", default=None, help="figures and tables (default: work_dir)")
-    parser.add_argument("--jobs", type=int, default=2, help="trainings at once")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="trainings at once (0: one at a time, in this process)"
+    )
     parser.add_argument("--num_steps", type=int, default=50_000, help="meta-updates per run")
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the C = 5, K = 10 comparison")
     parser.add_argument(
@@ -259,8 +301,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _main() -> int:
     args = _parser().parse_args()
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.jobs < 0:
+        raise UsageError(f"--jobs must be >= 0, got {args.jobs}")
     if args.num_steps < 1:
         raise UsageError(f"--num_steps must be >= 1, got {args.num_steps}")
     seeds = _integers("--seeds", args.seeds)
