@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/run_suite.py [PYTEST_ARGS ...]
 
-every test on both cores (`pytest -n 2 --dist loadfile`) and, at the same time at a
+every test on both cores (`pytest -n 2 --dist loadfile`, with its 25 slowest tests
+listed) and, at the same time at a
 lower priority, the `float_sensitive` tests again on two other float paths (Eigen's
 kernels, and oneDNN as on a CPU without AVX-512; docs/TESTING.md). The second run takes
 the cores the first leaves idle (between files, at its tail) instead of starting after
@@ -29,7 +30,8 @@ def main() -> int:
     with tempfile.TemporaryFile("w+") as log:
         beside = subprocess.Popen(float_paths, stdout=log, stderr=subprocess.STDOUT)
         try:
-            status = subprocess.call([pytest, "-q", "-n", "2", "--dist", "loadfile", *extra])
+            main_run = [pytest, "-q", "-n", "2", "--dist", "loadfile", "--durations=25"]
+            status = subprocess.call([*main_run, *extra])
             float_status = beside.wait()
         finally:
             if beside.poll() is None:
