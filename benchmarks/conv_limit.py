@@ -16,6 +16,8 @@ with static shapes, and
   run alone, in a loop of the same op in one tf.function, with TensorFlow's default
   (oneDNN) kernels; the sum over the graph's ops of their standalone times is the time
   the update's heavy ops take at the speed this CPU gives those exact shapes;
+- a graph with a loop in it (a model MAML runs task by task) is reported as one it
+  cannot count: the loop body's ops would be counted once, not once per iteration;
 - ours: the traced meta-gradient's median time, and the trainer's (optimizer and
   sampling included) from benchmarks/meta_updates_per_second.py for comparison.
 
@@ -68,6 +70,10 @@ def meta_gradient_fn(learner, batch):
         return tf.add_n([tf.reduce_sum(g) for g in grads if g is not None])
 
     return step
+
+
+#: Control flow whose body ops the graph walk would count once per loop, not per iteration.
+LOOPS = ("While", "StatelessWhile")
 
 
 def _static(tensor) -> list[int] | None:
@@ -187,6 +193,7 @@ def main() -> None:
                 learner, batch = build(method, setting, args.data_dir, model_dir)
                 step = meta_gradient_fn(learner, batch)
                 graph = step.get_concrete_function().graph
+                loops = [op.name for op in graph.get_operations() if op.type in LOOPS]
                 ops = heavy_ops(graph)
                 profiled = profiler_flops(graph)
                 total = sum(flops for _, _, flops in ops)
@@ -200,6 +207,13 @@ def main() -> None:
                     limit += count * seconds
                     if kind in CONVS:
                         best_rate = max(best_rate, flops_of[(kind, key)] / seconds)
+            if loops:  # a loop body's ops are counted once, not once per iteration
+                print(
+                    f"| {setting} | {method} | cannot count: {len(loops)} loop(s) in the graph "
+                    f"| | {1e3 * ours:.1f} | | | |",
+                    flush=True,
+                )
+                continue
             print(
                 f"| {setting} | {method} | {total / 1e9:.2f} ({profiled / 1e9:.2f}) "
                 f"| {conv / total:.0%} | {1e3 * ours:.1f} | {total / ours / 1e9:.1f} "

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import load_tool
 
 from viable_tf.learners import MAML
 from viable_tf.networks import FiLM, keras_network
@@ -133,3 +134,24 @@ def test_strided_convolutions_stack_too(padding):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("name", ["shifted", "depthwise"])
+def test_the_labs_batched_formulations_equal_the_model_task_by_task(name):
+    """lab/maml_conv_formulations.py's alternatives to the grouped convolution (timed
+    there against the loop) compute the same forward pass."""
+    probe = load_tool("maml_conv_formulations")
+    keras.utils.set_random_seed(1)
+    model = small_conv(64, 3, 0)
+    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    rng = np.random.default_rng(0)
+    params = [
+        tf.constant(v.numpy()[None] + 0.1 * rng.normal(size=(4, *v.shape)), tf.float32)
+        for v in model.trainable_variables
+    ]
+    x = tf.constant(rng.normal(size=(4, 5, 64)), tf.float32)
+    with probe.formulation(name):
+        stacked = tf.function(lambda: stacked_forward(layers, model.trainable_variables, params, x))
+        np.testing.assert_allclose(
+            stacked().numpy(), _per_task(model, params, x).numpy(), rtol=1e-5, atol=1e-5
+        )
