@@ -3,7 +3,8 @@
 1. The last factors of the sine gap (relVIABLE at C = 5, K = 10 against the paper's):
    a set-level readout of the relation network, the task loss fed as the support set's
    mean (instead of, and beside, each point's own), on seeds 0, 1, 2, ReLU and tanh,
-   beside the shipped relVIABLE of the same seed and commit (paired over test tasks).
+   beside the shipped relVIABLE of the same seed and commit (paired over test tasks),
+   and the K table of the candidate that helps (the task loss as the set's mean, tanh).
 2. Learn the step or the loss: Meta-SGD under CAVIA and MAML (C = 1..5 at seed 0,
    seeds 0, 1, 2 at C = 5, and the K table), relVIABLE descended at Meta-SGD's learned
    rates, and CAVIA and MAML rerun beside them for paired differences.
@@ -49,6 +50,17 @@ def plan(num_steps: int) -> list[Run]:
                         row=f"relviable_{activation}",
                     )
                 )
+    # The candidate that helps at C = 5, K = 10 (docs/comparisons.md), across K: trained
+    # with K drawn from 0..20 as the K table's rows are, tested at each K of the table.
+    runs.append(
+        Run(
+            "relation/loss_mean_tanh_vark",
+            "sine/relviable_vark_tanh.gin",
+            [*common, "SEED=0", "VIABLE.task_loss_feature='mean'"],
+            eval_shots=EVAL_SHOTS,
+            row="relviable_tanh",
+        )
+    )
     for method in ("cavia", "maml"):
         for base in (method, f"metasgd_{method}"):
             # C = 5 context numbers for both (MAML's are inputs it adapts with its weights,
