@@ -139,6 +139,7 @@ def import_configurables() -> None:
     import viable_tf.networks
     import viable_tf.tasks
     import viable_tf.tasks.classification
+    import viable_tf.tasks.images
     import viable_tf.training.trainer  # noqa: F401
 
 

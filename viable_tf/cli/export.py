@@ -40,6 +40,8 @@ def _main() -> int:
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
     with open(run.run_dir.operative_config) as f:
         config = f.read()
+    raw = run.tasks.raw_inputs()  # images, for a run on a folder of images
+    featurizer, input_shape = raw if raw is not None else (None, None)
     path = export_saved_model(
         run.learner,
         args.export_base,
@@ -47,7 +49,9 @@ def _main() -> int:
         operative_config=config,
         metadata={"evaluation": results, "checkpoint_step": run.checkpoint_step},
         model_name=args.model_name,
-        warmup_inputs=run.tasks.warmup_inputs,
+        warmup_inputs=run.tasks.warmup_inputs if raw is None else None,
+        featurizer=featurizer,
+        input_shape=input_shape,
     )
     print(f"exported {run.learner.method_name} to {path}")
     print(

@@ -24,6 +24,7 @@ from viable_tf.learners.prototypes import class_prototypes
 from viable_tf.tasks.base import TaskBatch
 from viable_tf.tasks.classification import FewShotEpisodes
 from viable_tf.tasks.episodes import EpisodeSampler
+from viable_tf.tasks.images import ImageFolderEpisodes
 
 
 class ClassificationEvaluator(Evaluator):
@@ -87,7 +88,7 @@ def _accuracy(predicted: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
 
 @gin.configurable
 def classification_test_evaluator(
-    tasks: FewShotEpisodes,
+    tasks: FewShotEpisodes | ImageFolderEpisodes,
     *,
     num_episodes: int = 1000,
     num_shots: int | None = None,
@@ -101,17 +102,22 @@ def classification_test_evaluator(
 
 @gin.configurable
 def classification_validation_evaluator(
-    tasks: FewShotEpisodes, *, num_episodes: int = 500, seed: int = VALIDATION_SEED
+    tasks: FewShotEpisodes | ImageFolderEpisodes,
+    *,
+    num_episodes: int = 500,
+    seed: int = VALIDATION_SEED,
 ) -> ClassificationEvaluator:
     """Meta-validation for early stopping: fixed episodes of the validation split."""
     return ClassificationEvaluator(tasks.validation, num_episodes=num_episodes, seed=seed)
 
 
-@protocols.validation_protocol.register
-def _(tasks: FewShotEpisodes):
+@protocols.validation_protocol.register(FewShotEpisodes)
+@protocols.validation_protocol.register(ImageFolderEpisodes)
+def _(tasks):
     return classification_validation_evaluator(tasks)
 
 
-@protocols.test_protocol.register
-def _(tasks: FewShotEpisodes, *, num_support: int | None = None):
+@protocols.test_protocol.register(FewShotEpisodes)
+@protocols.test_protocol.register(ImageFolderEpisodes)
+def _(tasks, *, num_support: int | None = None):
     return classification_test_evaluator(tasks, num_shots=num_support)

@@ -13,10 +13,13 @@ points, D input dim, Y output dim.
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    import keras
 
 
 class TaskBatch(NamedTuple):
@@ -64,6 +67,12 @@ class TaskFamily(abc.ABC):
     @abc.abstractmethod
     def hparams(self) -> dict[str, int | float | str]:
         """The family's settings, flat, for results and TensorBoard's HParams."""
+
+    def raw_inputs(self) -> tuple[keras.Model, tuple[int, ...]] | None:
+        """What an export of a run on these tasks takes instead of the learner's inputs:
+        (a featurizer from one raw input to the learner's input, the raw input's shape),
+        or None when the learner's inputs are what a client sends (the default)."""
+        return None
 
     @abc.abstractmethod
     def warmup_inputs(

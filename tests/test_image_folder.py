@@ -1,0 +1,247 @@
+"""Your own images: a folder of class folders as few-shot episodes (datasets/image_folder.py,
+tasks/images.py), the gin/images configs, and everything a folder can get wrong.
+
+The folder is drawn here: 12 classes of glyphs (a bar whose place and direction say the
+class, and random specks) in 3 groups, saved in every format, size and channel count
+the reader converts, with spaces and non-ASCII characters in names."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from viable_tf.cli import export as export_cli
+from viable_tf.cli import train as train_cli
+from viable_tf.datasets import image_folder
+from viable_tf.export.pngs import encode_pngs
+from viable_tf.tasks import seed_for
+from viable_tf.tasks.images import ImageFolderEpisodes
+
+FORMATS = ("PNG", "JPEG", "GIF", "BMP")
+
+
+def _glyph(rng, label: int, size: int) -> np.ndarray:
+    """A white drawing [size, size] of 0..255 with a dark bar placed by the label."""
+    image = np.where(rng.uniform(size=(size, size)) > 0.03, 255, 0).astype(np.uint8)
+    position = (label % 4) * size // 4 + size // 16
+    if label // 4 == 0:
+        image[position : position + size // 8, size // 8 : -size // 8] = 0
+    elif label // 4 == 1:
+        image[size // 8 : -size // 8, position : position + size // 8] = 0
+    else:
+        for i in range(size // 8, size - size // 8):
+            image[i, max(0, i - position) : i - position + size // 8] = 0
+    return image
+
+
+def write_folder(root, *, classes=12, per_class=8, seed=0):
+    """root/<group>/<class>/<image>, every image in its own format, size and mode."""
+    rng = np.random.default_rng(seed)
+    for label in range(classes):
+        folder = root / f"group {label // 4}" / f"clé {label:02d}"
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            size = (28, 40, 105)[i % 3]
+            gray = _glyph(rng, label, size)
+            fmt = FORMATS[i % len(FORMATS)]
+            image = Image.fromarray(gray)
+            if i % 2:  # colour, and with an alpha channel where the format keeps it
+                image = image.convert("RGBA" if fmt == "PNG" else "RGB")
+            suffix = {"JPEG": ".jpg"}.get(fmt, f".{fmt.lower()}")
+            image.save(folder / f"dessin {i}{suffix}", format=fmt)
+    return root
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_folder(tmp_path_factory.mktemp("images") / "glyphs")
+
+
+def _episodes(folder, **kw):
+    settings = {"image_dir": str(folder), "num_ways": 2, "num_shots": 1, "num_queries": 3}
+    return ImageFolderEpisodes(**{**settings, **kw})
+
+
+def test_every_format_size_and_mode_becomes_the_configured_image(folder):
+    classes = image_folder.scan(str(folder))
+    assert len(classes) == 12 and classes[0].name == "group 0/clé 00"
+    assert classes[0].group == "group 0" and len(classes[0].files) == 8
+    images, skipped = image_folder.decode(
+        classes[0].files, image_size=(28, 28), channels=1, bad_files="refuse"
+    )
+    assert images.shape == (8, 28, 28, 1) and not skipped
+    assert images.min() >= 0.0 and images.max() <= 1.0 and images.mean() > 0.6  # white
+    colour, _ = image_folder.decode(
+        classes[0].files, image_size=(16, 20), channels=3, bad_files="refuse"
+    )
+    assert colour.shape == (8, 16, 20, 3)
+    # The formats agree on what they hold: each class's bar is where its label puts it.
+    rows = images[:, :, 4:-4, 0].mean(axis=(0, 2))
+    assert rows[1:4].mean() < 0.6 < rows[10:].mean()
+
+
+def test_splits_are_class_disjoint_and_groups_stay_whole(folder, tmp_path):
+    classes = image_folder.scan(str(folder))
+    by_fraction = image_folder.split_classes(classes, fractions=(0.5, 0.25, 0.25), seed=1)
+    assert [len(by_fraction[s]) for s in ("train", "val", "test")] == [6, 3, 3]
+    names = [c.name for s in by_fraction.values() for c in s]
+    assert sorted(names) == sorted(c.name for c in classes)
+    by_group = image_folder.split_classes(classes, fractions=(1 / 3, 1 / 3, 1 / 3), by_group=True)
+    for split in by_group.values():
+        assert len({c.group for c in split}) == 1 and len(split) == 4
+    named = tmp_path / "split.json"
+    named.write_text(json.dumps({"train": ["group 0", "group 1"], "val": ["group 2"], "test": []}))
+    split = image_folder.split_classes(classes, split_file=str(named), by_group=True)
+    assert len(split["train"]) == 8 and not split["test"]
+    named.write_text(json.dumps({"train": ["group 0"], "val": ["group 0"], "test": []}))
+    with pytest.raises(ValueError, match="'group 0' is in both train and val"):
+        image_folder.split_classes(classes, split_file=str(named), by_group=True)
+
+
+def test_episodes_are_drawn_from_the_seed_and_rotations_are_training_classes(folder):
+    a, b = _episodes(folder, rotations=(0, 90)), _episodes(folder, rotations=(0, 90))
+    assert a.num_classes == {"train": 14, "val": 3, "test": 2}  # 7 classes at 2 angles
+    first, again = a.sample(seed_for(3, 0), 4), b.sample(seed_for(3, 0), 4)
+    for x, y in zip(first, again, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert first.support_x.shape == (4, 2, 28 * 28) and first.query_x.shape == (4, 6, 784)
+    other = a.sample(seed_for(3, 1), 4)
+    assert not np.array_equal(first.support_x, other.support_x)
+
+
+def _one_line(error) -> str:
+    """The error's message: one line (gin adds a line naming the configurable it was
+    raised in, which the command-line tools leave out)."""
+    first, *rest = str(error.value).split("\n")
+    assert all(line.strip().startswith("In call to configurable") for line in rest), rest
+    return first
+
+
+def test_what_a_folder_can_get_wrong_is_named_at_start(folder, tmp_path):
+    with pytest.raises(ValueError) as error:
+        _episodes(tmp_path / "nowhere")
+    assert "nowhere does not exist" in _one_line(error)
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "notes.txt").write_text("no images")
+    with pytest.raises(ValueError) as error:
+        _episodes(tmp_path / "flat")
+    assert "holds no class folders of images" in _one_line(error)
+    with pytest.raises(ValueError) as error:
+        _episodes(folder, num_shots=2, num_queries=7)
+    assert "class 'group 0/clé 00' has 8 images" in _one_line(error) and "need 9" in str(
+        error.value
+    )
+    with pytest.raises(ValueError) as error:
+        _episodes(folder, num_ways=4)
+    assert "the val split has 3 classes" in _one_line(error) and "4-way" in str(error.value)
+    with pytest.raises(ValueError) as error:
+        _episodes(folder, image_size=512, cache_budget_mb=64)
+    assert "96 images at 512 x 512 x 1 take 96 MB" in _one_line(error)
+
+
+def test_a_bad_file_is_named_or_skipped_and_small_classes_skipped_when_asked(tmp_path):
+    root = write_folder(tmp_path / "images", classes=8, per_class=5)
+    truncated = root / "group 0" / "clé 00" / "dessin 0.png"
+    truncated.write_bytes(truncated.read_bytes()[:60])
+    (root / "group 1" / "clé 04" / "dessin 9.jpg").write_text("not an image at all")
+    with pytest.raises(ValueError) as error:
+        _episodes(root, fractions=(0.5, 0.25, 0.25), split_seed=1)
+    message = _one_line(error)  # split_seed=1: both broken classes are training classes
+    assert "clé 00/dessin 0.png does not decode as an image" in message
+    assert message.endswith("pass bad_files='skip' to leave such files out")
+    with pytest.raises(ValueError, match="class 'group 0/clé 00' has 4 images"):
+        _episodes(root, fractions=(0.5, 0.25, 0.25), split_seed=1, num_queries=4, bad_files="skip")
+    tasks = _episodes(
+        root,
+        fractions=(0.5, 0.25, 0.25),
+        split_seed=1,
+        num_queries=4,
+        bad_files="skip",
+        small_classes="skip",
+    )
+    assert sorted(os.path.basename(f) for f in tasks.skipped_files) == [
+        "dessin 0.png",
+        "dessin 9.jpg",
+    ]
+    assert tasks.skipped_classes == ["group 0/clé 00"]
+
+
+def test_one_command_trains_on_a_folder_and_the_export_takes_pngs(folder, tmp_path, run_cli):
+    """images/protonet.gin as the README shows it, a few meta-updates: results with a CI,
+    then an export whose serving_png answers as its tensor signature; a bad folder stops
+    at start and writes nothing."""
+    model_dir, export_base = tmp_path / "run", tmp_path / "export"
+    params = [
+        f"IMAGE_DIR={str(folder)!r}",
+        "NUM_WAYS=2",
+        "NUM_QUERIES=3",
+        "NUM_STEPS=6",
+        "META_BATCH_SIZE=2",
+        "Trainer.eval_every=3",
+        "Trainer.show_progress=False",
+        "conv4_film.filters=8",
+        "classification_validation_evaluator.num_episodes=5",
+        "classification_test_evaluator.num_episodes=20",
+    ]
+    argv = ["--gin_file=images/protonet.gin", *(f"--gin_param={p}" for p in params)]
+    status, out = run_cli(train_cli, [*argv, f"--model_dir={model_dir}"])
+    assert status == 0, out.err[-2000:]
+    record = json.loads((model_dir / "results.json").read_text())
+    assert record["num_tasks"] == 20 and record["ci95"] > 0 and record["metric"] == "accuracy"
+    assert record["hparams"]["image_shape"] == "28x28x1"
+    status, out = run_cli(export_cli, [f"--model_dir={model_dir}", f"--export_base={export_base}"])
+    assert status == 0, out.err[-2000:]
+    loaded = tf.saved_model.load(str(export_base / "1"))
+    assert {"serving_default", "serving_png"} <= set(loaded.signatures)
+    rng = np.random.default_rng(5)
+    drawings = np.stack([_glyph(rng, label, 28) for label in (0, 5, 0, 5, 0, 5)]) / 255.0
+    drawings = drawings[None, ..., None].astype(np.float32)  # [1, 6, 28, 28, 1]
+    labels = tf.constant([[0, 1]], tf.int32)
+    served = loaded.signatures["serving_default"](
+        support_x=tf.constant(drawings[:, :2]),
+        support_y=labels,
+        query_x=tf.constant(drawings[:, 2:]),
+    )["logits"].numpy()
+    as_pngs = loaded.signatures["serving_png"](
+        support_png=tf.constant(encode_pngs(drawings[:, :2])),
+        support_y=labels,
+        query_png=tf.constant(encode_pngs(drawings[:, 2:])),
+    )["logits"].numpy()
+    assert served.shape == (1, 4, 2)
+    np.testing.assert_allclose(as_pngs, served, rtol=1e-4, atol=1e-5)
+
+    bad = tmp_path / "bad_run"
+    argv[1] = f"--gin_param=IMAGE_DIR={str(tmp_path / 'missing')!r}"
+    status, out = run_cli(train_cli, [*argv, f"--model_dir={bad}"])
+    assert status != 0 and "missing does not exist" in out.err
+    assert not bad.exists() or not any(bad.iterdir())
+
+
+IMAGE_CONFIGS = sorted(
+    f"images/{name}"
+    for name in os.listdir(os.path.join(os.path.dirname(__file__), "..", "gin", "images"))
+    if name not in ("base.gin", "conv.gin")
+)
+
+
+@pytest.mark.parametrize("config", IMAGE_CONFIGS)
+def test_every_image_config_builds_its_learner_on_a_folder(config, folder, tmp_path):
+    """Each shipped config (CAVIA, simVIABLE, relVIABLE, MAML, VIABLE on MAML, the
+    Prototypical Network) builds its learner over the conv net, at the folder's size."""
+    from viable_tf import config as configs
+    from viable_tf.training import Trainer
+
+    configs.parse(
+        [config],
+        [f"IMAGE_DIR={str(folder)!r}", "IMAGE_SIZE=20", "NUM_WAYS=2", "NUM_QUERIES=3"],
+    )
+    trainer = Trainer(model_dir=str(tmp_path))
+    expected = os.path.basename(config).removesuffix(".gin").replace("protonet", "cavia")
+    assert trainer.learner.method_name.startswith(expected.split("_")[0]), trainer.learner
+    assert trainer.tasks.image_shape == (20, 20, 1) and trainer.tasks.input_dim == 400
+    batch = trainer.tasks.sample(seed_for(0, 0), 2)
+    loss, _ = trainer.learner.meta_loss(batch)
+    assert np.isfinite(float(loss))

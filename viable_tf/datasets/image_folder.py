@@ -1,0 +1,161 @@
+"""A folder of class folders as few-shot classes: found, split and decoded.
+
+The layout is the one Keras' `image_dataset_from_directory` and TFDS's `ImageFolder`
+read, one folder per class, optionally grouped one level up (alphabets of characters,
+families of species), which a split by group keeps together:
+
+    IMAGE_DIR/<class>/<image>             or    IMAGE_DIR/<group>/<class>/<image>
+
+Images are PNG, JPEG, GIF (first frame) or BMP files of any size and channels, decoded
+by TensorFlow's own decoders (`tf.io.decode_image`), converted to the configured
+channels (alpha composited over white, colour averaged to grey or grey repeated), and
+resized to the configured size by area averaging. Values are 0..1.
+
+Everything the folder can get wrong stops `scan` or `decode` with one line naming it:
+a missing or empty folder, a class with too few images, a file that does not decode
+(skipped with a count instead when asked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+#: What `tf.io.decode_image` reads, by file name extension (lower case).
+EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
+SPLITS = ("train", "val", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageClass:
+    """One class: its name (its folder, relative to the image folder, "/"-separated),
+    its group (the parent folder's name; "" when classes sit at the top) and its files."""
+
+    name: str
+    group: str
+    files: tuple[str, ...]
+
+
+def scan(image_dir: str) -> list[ImageClass]:
+    """The classes of `image_dir`: every folder holding image files directly, sorted by
+    name. Files with other extensions are not images here and are left out."""
+    if not os.path.isdir(image_dir):
+        raise ValueError(f"image folder {image_dir} does not exist")
+    classes = []
+    for root, dirs, files in os.walk(image_dir):
+        dirs.sort()
+        images = sorted(f for f in files if os.path.splitext(f)[1].lower() in EXTENSIONS)
+        if not images or os.path.samefile(root, image_dir):
+            continue
+        name = os.path.relpath(root, image_dir).replace(os.sep, "/")
+        group = name.rsplit("/", 1)[0] if "/" in name else ""
+        classes.append(ImageClass(name, group, tuple(os.path.join(root, f) for f in images)))
+    if not classes:
+        raise ValueError(
+            f"image folder {image_dir} holds no class folders of images "
+            f"({', '.join(EXTENSIONS)}): expected {image_dir}/<class>/<image>"
+        )
+    return classes
+
+
+def split_classes(
+    classes: Sequence[ImageClass],
+    *,
+    split_file: str | None = None,
+    fractions: Sequence[float] = (0.6, 0.2, 0.2),
+    by_group: bool = False,
+    seed: int = 0,
+) -> dict[str, list[ImageClass]]:
+    """The classes split into train, val and test (class-disjoint).
+
+    `split_file`: a JSON object {"train": [...], "val": [...], "test": [...]} of class
+    names (or of group names with `by_group`); every class must be named once. Else a
+    seeded shuffle cut at `fractions` (of the classes, or of the groups with
+    `by_group`, so that a group's classes stay in one split)."""
+    units = sorted({c.group for c in classes}) if by_group else [c.name for c in classes]
+    unit_of = {c.name: (c.group if by_group else c.name) for c in classes}
+    if split_file is not None:
+        with open(split_file) as f:
+            named = json.load(f)
+        if not isinstance(named, dict) or sorted(named) != sorted(SPLITS):
+            raise ValueError(f"{split_file}: expected an object with keys {', '.join(SPLITS)}")
+        where: dict[str, str] = {}
+        for split in SPLITS:
+            for unit in named[split]:
+                if unit in where:
+                    raise ValueError(f"{split_file}: {unit!r} is in both {where[unit]} and {split}")
+                where[unit] = split
+        unknown = sorted(set(where) - set(units))
+        if unknown:
+            raise ValueError(f"{split_file}: {len(unknown)} unknown names, e.g. {unknown[0]!r}")
+        missing = sorted(set(units) - set(where))
+        if missing:
+            raise ValueError(f"{split_file}: {len(missing)} not in any split, e.g. {missing[0]!r}")
+    else:
+        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
+            raise ValueError(f"fractions must be three shares summing to 1, got {fractions}")
+        order = np.random.default_rng(seed).permutation(len(units))
+        cuts = np.round(np.cumsum(fractions)[:2] * len(units)).astype(int)
+        where = {}
+        for split, part in zip(SPLITS, np.split(order, cuts), strict=True):
+            where.update({units[i]: split for i in part})
+    splits: dict[str, list[ImageClass]] = {split: [] for split in SPLITS}
+    for c in classes:
+        splits[where[unit_of[c.name]]].append(c)
+    return splits
+
+
+def decode(
+    files: Sequence[str], *, image_size: tuple[int, int], channels: int, bad_files: str
+) -> tuple[np.ndarray, list[str]]:
+    """The files as images [n, H, W, C] of 0..1 (float32), and the files skipped.
+
+    `bad_files`: 'refuse' stops at the first file that does not decode (truncated, or not
+    an image whatever its name), naming it; 'skip' leaves such files out."""
+    import tensorflow as tf
+
+    if channels not in (1, 3):
+        raise ValueError(f"channels must be 1 or 3, got {channels}")
+    if bad_files not in ("refuse", "skip"):
+        raise ValueError(f"bad_files must be 'refuse' or 'skip', got {bad_files!r}")
+    images = np.empty((len(files), *image_size, channels), np.float32)
+    kept, skipped = 0, []
+    for path in files:
+        try:
+            data = tf.io.read_file(path)
+            image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
+        except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as error:
+            if bad_files == "refuse":
+                reason = error.message.split("}}")[-1].strip().splitlines()[0][:120]
+                raise ValueError(
+                    f"{path} does not decode as an image ({reason}); "
+                    "pass bad_files='skip' to leave such files out"
+                ) from None
+            skipped.append(path)
+            continue
+        images[kept] = convert(image, image_size, channels).numpy()
+        kept += 1
+    return images[:kept], skipped
+
+
+def convert(image, image_size: tuple[int, int], channels: int):
+    """One decoded uint8 image [h, w, c] (c = 1..4) -> float32 [H, W, channels] of 0..1:
+    alpha composited over white, grey <-> colour, resized by area averaging."""
+    import tensorflow as tf
+
+    image = tf.cast(image, tf.float32) / 255.0
+    c = image.shape[-1]
+    if c in (2, 4):  # grey or colour with alpha: over a white background
+        alpha = image[..., -1:]
+        image = image[..., :-1] * alpha + (1.0 - alpha)
+    if channels == 1 and image.shape[-1] == 3:
+        image = tf.reduce_mean(image, -1, keepdims=True)
+    elif channels == 3 and image.shape[-1] == 1:
+        image = tf.repeat(image, 3, -1)
+    if tuple(image.shape[:2]) != tuple(image_size):
+        image = tf.image.resize(image, image_size, method="area")
+    return tf.clip_by_value(image, 0.0, 1.0)  # area sums can pass 1 by an ulp
