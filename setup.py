@@ -14,5 +14,13 @@ setup(
         "viable_tf.gin": ["*/*.gin"],
         "viable_tf.evaluation": ["sine_reference.json"],
         "serving": ["demo.html"],
+        # The shipped exports (viable_tf/pretrained/): every file of every version.
+        "viable_tf.pretrained": [
+            "*/*/*.pb",
+            "*/*/variables/*",
+            "*/*/assets.extra/*",
+            "*/*/assets.extra/examples/*",
+            "*/*/assets.extra/examples/*/*",
+        ],
     },
 )

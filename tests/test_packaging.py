@@ -89,6 +89,25 @@ def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
         cwd=elsewhere,
         env=env,
     )
+    # The shipped models, every file of their exports, and the image configs.
+    shipped = _run(
+        [str(python), "-m", "viable_tf.pretrained"], cwd=elsewhere, env=env
+    ).stdout.splitlines()
+    source_models = os.path.join(REPO, "viable_tf", "pretrained")
+    names = sorted(d for d in os.listdir(source_models) if not d.startswith(("_", ".")))
+    assert [line.split()[0] for line in shipped] == names, shipped
+    for line in shipped:
+        name, base = line.split()[:2]
+        assert base.startswith(str(venv)), line
+        for root, _, files in os.walk(os.path.join(source_models, name)):
+            for f in files:
+                relative = os.path.relpath(os.path.join(root, f), source_models)
+                assert os.path.isfile(os.path.join(os.path.dirname(base), relative)), relative
+    _run(
+        [str(python), "-c", "from viable_tf import config; config.resolve('images/protonet.gin')"],
+        cwd=elsewhere,
+        env=env,
+    )
     train = _run(
         [
             str(venv / "bin" / "viable-train"),

@@ -1,0 +1,63 @@
+"""The shipped image classifier (viable_tf/pretrained/): listed by `python -m
+viable_tf.pretrained`, served by viable-serve as it is installed, and as accurate on
+held-out episodes of Omniglot's test alphabets as its reported figure says."""
+
+import os
+
+import numpy as np
+from scipy import stats
+from serving_harness import RunningServer, model_config
+
+from serving.client import Client
+from serving.omniglot_client import omniglot_episode
+from serving.server import ServerOptions
+from viable_tf import pretrained
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
+EPISODES, QUERIES = 40, 5  # 5-way 1-shot, 5 queries per class: 1,000 answers
+
+
+def test_the_listing_names_each_model_its_base_path_and_its_figure(capsys):
+    import runpy
+
+    runpy.run_module("viable_tf.pretrained", run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(pretrained.MODELS)
+    for line, name in zip(lines, pretrained.MODELS, strict=True):
+        assert line.startswith(f"{name}  {pretrained.base_path(name)}  ")
+        assert "test accuracy" in line and "95% CI, 1,000 episodes" in line
+        assert os.path.isfile(os.path.join(pretrained.base_path(name), "1", "saved_model.pb"))
+
+
+def test_the_served_model_is_as_accurate_as_reported_on_held_out_episodes():
+    """Over gRPC, drawings of the test alphabets as read: the mean accuracy of EPISODES
+    fresh episodes and the reported one (1,000 episodes of the test protocol) agree
+    within their two 95% CIs."""
+    name = "omniglot_simviable_proto_5way1shot"
+    reported = pretrained.evaluation(name)
+    server = RunningServer(
+        ServerOptions(
+            models=[model_config("omniglot", pretrained.base_path(name))],
+            port=0,
+            rest_api_port=0,
+        )
+    )
+    client = Client(server.grpc_target)
+    try:
+        accuracies = []
+        for seed in range(EPISODES):
+            support_x, support_y, query_x, query_y = omniglot_episode(
+                DATA_DIR, 5, 1, QUERIES, seed=1000 + seed
+            )
+            answer = client.predict(support_x, support_y, query_x, model_name="omniglot")
+            accuracies.append(float(np.mean(answer["classes"] == query_y)))
+    finally:
+        client.close()
+        server.stop()
+    mean = float(np.mean(accuracies))
+    ci = float(stats.t.ppf(0.975, EPISODES - 1) * stats.sem(accuracies))
+    margin = (
+        f"served {mean:.3f} +- {ci:.3f}, reported {reported['mean']:.3f} +- {reported['ci95']:.3f}"
+    )
+    assert abs(mean - reported["mean"]) <= ci + reported["ci95"], margin
