@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_datasets as tfds
 from PIL import Image
 
 from viable_tf.cli import export as export_cli
@@ -245,3 +246,60 @@ def test_every_image_config_builds_its_learner_on_a_folder(config, folder, tmp_p
     batch = trainer.tasks.sample(seed_for(0, 0), 2)
     loss, _ = trainer.learner.meta_loss(batch)
     assert np.isfinite(float(loss))
+
+
+# -- a tensorflow-datasets image dataset by name -------------------------------------------
+
+
+class TinyGlyphs(tfds.core.GeneratorBasedBuilder):
+    """8 classes of the glyphs above, 6 each, in two splits: a TFDS dataset built here
+    (datasets cannot be downloaded in CI), read by name as any registered one is."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(
+                {
+                    "picture": tfds.features.Image(shape=(40, 40, 1)),
+                    "glyph": tfds.features.ClassLabel(names=[f"glyph {i}" for i in range(8)]),
+                }
+            ),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples(0), "test": self._generate_examples(1)}
+
+    def _generate_examples(self, part):
+        rng = np.random.default_rng(part)
+        for label in range(8):
+            for i in range(3):
+                picture = _glyph(rng, label, 40)[..., None]
+                yield f"{label}_{i}", {"picture": picture, "glyph": label}
+
+
+def test_a_tfds_dataset_by_name_gives_the_same_kind_of_episodes(tmp_path):
+    tasks = ImageFolderEpisodes(
+        image_dir=None,
+        tfds_name="tiny_glyphs",
+        tfds_label="glyph",
+        tfds_image="picture",
+        tfds_data_dir=str(tmp_path),
+        tfds_download=True,  # prepares it from its generator: nothing is fetched
+        fractions=(0.5, 0.25, 0.25),
+        num_ways=2,
+        num_shots=1,
+        num_queries=3,
+    )
+    assert tasks.num_classes == {"train": 4, "val": 2, "test": 2}  # 6 images a class
+    batch = tasks.sample(seed_for(0, 0), 3)
+    assert batch.support_x.shape == (3, 2, 784) and float(tf.reduce_max(batch.support_x)) <= 1
+    with pytest.raises(ValueError) as error:
+        ImageFolderEpisodes(
+            tfds_name="tiny_glyphs", tfds_label="label", tfds_data_dir=str(tmp_path)
+        )
+    assert "has no label feature 'label'; its features: picture, glyph" in _one_line(error)
+    with pytest.raises(ValueError) as error:
+        ImageFolderEpisodes(tfds_name="no_such_glyphs")
+    assert "tensorflow-datasets has no dataset 'no_such_glyphs'" in _one_line(error)

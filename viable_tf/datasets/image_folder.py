@@ -1,4 +1,5 @@
-"""A folder of class folders as few-shot classes: found, split and decoded.
+"""A folder of class folders, or a TFDS image dataset, as few-shot classes: found,
+split and decoded.
 
 The layout is the one Keras' `image_dataset_from_directory` and TFDS's `ImageFolder`
 read, one folder per class, optionally grouped one level up (alphabets of characters,
@@ -11,9 +12,13 @@ by TensorFlow's own decoders (`tf.io.decode_image`), converted to the configured
 channels (alpha composited over white, colour averaged to grey or grey repeated), and
 resized to the configured size by area averaging. Values are 0..1.
 
+A tensorflow-datasets image-classification dataset is read by name (`tfds_classes`):
+its examples grouped by their label feature's class names, then split and converted
+as a folder's are.
+
 Everything the folder can get wrong stops `scan` or `decode` with one line naming it:
 a missing or empty folder, a class with too few images, a file that does not decode
-(skipped with a count instead when asked).
+(skipped with a count instead when asked); a TFDS name or feature that does not exist.
 """
 
 from __future__ import annotations
@@ -33,11 +38,57 @@ SPLITS = ("train", "val", "test")
 @dataclasses.dataclass(frozen=True)
 class ImageClass:
     """One class: its name (its folder, relative to the image folder, "/"-separated),
-    its group (the parent folder's name; "" when classes sit at the top) and its files."""
+    its group (the parent folder's name; "" when classes sit at the top) and its files,
+    or, from a TFDS dataset, its images already decoded (uint8 [n, h, w, c])."""
 
     name: str
     group: str
-    files: tuple[str, ...]
+    files: tuple[str, ...] = ()
+    images: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.files) if self.images is None else len(self.images)
+
+
+def tfds_classes(
+    name: str,
+    *,
+    label: str = "label",
+    image: str = "image",
+    splits: Sequence[str] | None = None,
+    data_dir: str | None = None,
+    download: bool = False,
+) -> list[ImageClass]:
+    """The classes of a tensorflow-datasets image-classification dataset: every example
+    of `splits` (default: all of them) by its `label` feature's class name. The few-shot
+    split into meta-training, validation and test classes is made over these classes."""
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.DatasetNotFoundError:
+        raise ValueError(
+            f"tensorflow-datasets has no dataset {name!r} (`tfds.list_builders()` names them)"
+        ) from None
+    features = builder.info.features
+    for key, what in ((label, "label"), (image, "image")):
+        if key not in features:
+            raise ValueError(
+                f"dataset {name!r} has no {what} feature {key!r}; "
+                f"its features: {', '.join(features.keys())}"
+            )
+    if download:
+        builder.download_and_prepare()
+    splits = list(splits or builder.info.splits.keys())
+    by_label: dict[int, list[np.ndarray]] = {}
+    for split in splits:
+        for example in tfds.as_numpy(builder.as_dataset(split=split)):
+            by_label.setdefault(int(example[label]), []).append(example[image])
+    names = features[label].names
+    return [
+        ImageClass(names[index], "", images=np.stack(by_label[index])) for index in sorted(by_label)
+    ]
 
 
 def scan(image_dir: str) -> list[ImageClass]:
@@ -107,6 +158,18 @@ def split_classes(
     for c in classes:
         splits[where[unit_of[c.name]]].append(c)
     return splits
+
+
+def load(
+    image_class: ImageClass, *, image_size: tuple[int, int], channels: int, bad_files: str
+) -> tuple[np.ndarray, list[str]]:
+    """A class's images [n, H, W, C] of 0..1, and its files skipped (see `decode`)."""
+    if image_class.images is None:
+        return decode(
+            image_class.files, image_size=image_size, channels=channels, bad_files=bad_files
+        )
+    images = [convert(image, image_size, channels).numpy() for image in image_class.images]
+    return np.stack(images).astype(np.float32), []
 
 
 def decode(

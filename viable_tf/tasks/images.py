@@ -1,4 +1,5 @@
-"""Few-shot episodes over a folder of class folders of images (your own data).
+"""Few-shot episodes over a folder of class folders of images (your own data), or over
+a tensorflow-datasets image-classification dataset by name.
 
 `ImageFolderEpisodes` reads `IMAGE_DIR/<class>/<image>` (or `IMAGE_DIR/<group>/<class>/
 <image>`; datasets/image_folder.py), splits the classes into meta-training, validation
@@ -36,7 +37,11 @@ class ImageFolderEpisodes(TaskFamily):
     """N-way K-shot episodes over a folder of class folders.
 
     Args:
-      image_dir: the folder of class folders (IMAGE_DIR).
+      image_dir: the folder of class folders (IMAGE_DIR); or
+      tfds_name: a tensorflow-datasets image-classification dataset, its classes those
+        of its `tfds_label` feature over `tfds_splits` (default all), images from its
+        `tfds_image` feature, read from `tfds_data_dir` (and downloaded and prepared
+        there first if `tfds_download`).
       image_size: H = W of the images as the learner sees them (or (H, W)).
       channels: 1 (grey) or 3 (colour); every image is converted.
       num_ways, num_shots, num_queries: N, K and V per class.
@@ -60,7 +65,13 @@ class ImageFolderEpisodes(TaskFamily):
     def __init__(
         self,
         *,
-        image_dir: str = gin.REQUIRED,
+        image_dir: str | None = None,
+        tfds_name: str | None = None,
+        tfds_label: str = "label",
+        tfds_image: str = "image",
+        tfds_splits: Sequence[str] | None = None,
+        tfds_data_dir: str | None = None,
+        tfds_download: bool = False,
         image_size: int | Sequence[int] = 28,
         channels: int = 1,
         num_ways: int = 5,
@@ -84,7 +95,19 @@ class ImageFolderEpisodes(TaskFamily):
         if small_classes not in ("refuse", "skip"):
             raise ValueError(f"small_classes must be 'refuse' or 'skip', got {small_classes!r}")
         per_class = num_shots + num_queries
-        classes = image_folder.scan(image_dir)
+        if (image_dir is None) == (tfds_name is None):
+            raise ValueError("give image_dir (a folder of class folders) or tfds_name, not both")
+        if image_dir is not None:
+            classes = image_folder.scan(image_dir)
+        else:
+            classes = image_folder.tfds_classes(
+                tfds_name,
+                label=tfds_label,
+                image=tfds_image,
+                splits=tfds_splits,
+                data_dir=tfds_data_dir,
+                download=tfds_download,
+            )
         splits = image_folder.split_classes(
             classes,
             split_file=split_file,
@@ -96,7 +119,7 @@ class ImageFolderEpisodes(TaskFamily):
         copies = {"train": len(set(r % 360 for r in rotations)), "val": 1, "test": 1}
         needed = sum(copies[s] * len(c.files) * image_bytes for s, cs in splits.items() for c in cs)
         if needed > cache_budget_mb * 2**20:
-            count = sum(len(c.files) for c in classes)
+            count = sum(c.size for c in classes)
             raise ValueError(
                 f"{count} images at {size[0]} x {size[1]} x {channels} take "
                 f"{needed / 2**20:.0f} MB decoded, over cache_budget_mb={cache_budget_mb:g}: "
@@ -108,8 +131,8 @@ class ImageFolderEpisodes(TaskFamily):
         for split, members in splits.items():
             images, labels = [], []
             for c in members:
-                decoded, skipped = image_folder.decode(
-                    c.files, image_size=size, channels=channels, bad_files=bad_files
+                decoded, skipped = image_folder.load(
+                    c, image_size=size, channels=channels, bad_files=bad_files
                 )
                 self.skipped_files += skipped
                 if len(decoded) < per_class:
