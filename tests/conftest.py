@@ -88,6 +88,8 @@ LONGEST_FIRST = (
     "test_omniglot.py",
     "test_leo.py",
     "test_notebook_omniglot.py",
+    "test_notebook_images.py",
+    "test_image_folder.py",
     "test_distributed_resume.py",
     "test_distributed.py",
     "test_user_models.py",

@@ -32,7 +32,7 @@ def _images(notebook) -> int:
 
 
 def test_the_committed_notebooks_carry_the_outputs_of_a_run():
-    for name in ("quickstart.ipynb", "omniglot.ipynb"):
+    for name in ("quickstart.ipynb", "omniglot.ipynb", "images.ipynb"):
         notebook = nbformat.read(os.path.join(REPO, "notebooks", name), as_version=4)
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         assert all(cell.get("execution_count") for cell in code), name

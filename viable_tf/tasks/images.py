@@ -165,6 +165,11 @@ class ImageFolderEpisodes(TaskFamily):
         self.invert = invert
         self.num_ways, self.num_shots, self.num_queries = num_ways, num_shots, num_queries
         self.num_classes = {split: len(set(labels)) for split, (_, labels) in arrays.items()}
+        #: Each split's classes by name (folders, or TFDS class names), rotations aside.
+        self.class_names = {
+            split: sorted({label.rsplit("@", 1)[0] for label in labels})
+            for split, (_, labels) in arrays.items()
+        }
         self.input_dim = size[0] * size[1] * channels  # H * W * C pixels
         self.output_dim = num_ways
         self.task_loss = "cross_entropy"
