@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PER_CLASS = 20
@@ -55,7 +54,7 @@ def peak_mb() -> float:
 def measure(image_dir: str, repeats: int) -> dict:
     """Run in a fresh process: the figures of one folder, as JSON on stdout."""
     import tensorflow as tf
-    from timing import median_of
+    from timing import best_of, median_of
 
     from viable_tf import config
     from viable_tf.tasks import seed_for
@@ -64,9 +63,9 @@ def measure(image_dir: str, repeats: int) -> dict:
 
     tf.constant(0.0)  # TensorFlow started: its own memory, before the images
     result = {"tensorflow_mb": peak_mb()}
-    start = time.perf_counter()
-    ImageFolderEpisodes(image_dir=image_dir, num_queries=15)
-    result["load_seconds"] = time.perf_counter() - start
+    result["load_seconds"] = best_of(
+        lambda: ImageFolderEpisodes(image_dir=image_dir, num_queries=15), 1, warmup=0
+    )
     result["peak_mb"] = peak_mb()
     for ways in (5, 20):
         tasks = ImageFolderEpisodes(image_dir=image_dir, num_ways=ways, num_queries=15)
