@@ -5,6 +5,7 @@ held-out episodes of Omniglot's test alphabets as its reported figure says."""
 import os
 
 import numpy as np
+import pytest
 from scipy import stats
 from serving_harness import RunningServer, model_config
 
@@ -30,11 +31,11 @@ def test_the_listing_names_each_model_its_base_path_and_its_figure(capsys):
         assert os.path.isfile(os.path.join(pretrained.base_path(name), "1", "saved_model.pb"))
 
 
-def test_the_served_model_is_as_accurate_as_reported_on_held_out_episodes():
+@pytest.mark.parametrize("name", sorted(pretrained.MODELS))
+def test_the_served_model_is_as_accurate_as_reported_on_held_out_episodes(name):
     """Over gRPC, drawings of the test alphabets as read: the mean accuracy of EPISODES
     fresh episodes and the reported one (1,000 episodes of the test protocol) agree
     within their two 95% CIs."""
-    name = "omniglot_simviable_proto_5way1shot"
     reported = pretrained.evaluation(name)
     server = RunningServer(
         ServerOptions(
