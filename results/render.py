@@ -335,7 +335,14 @@ TABLES = {
         SINE_ROWS, [(f"C{c}_K10_seed0", f"C = {c}") for c in range(1, 6)], PAPER_C5
     ),
     "sine_by_support": _sine(
-        ["cavia", "simviable_relu", "simviable_tanh", "relviable_relu", "relviable_tanh"],
+        [
+            "cavia",
+            "simviable_relu",
+            "simviable_tanh",
+            "relviable_relu",
+            "relviable_tanh",
+            "relviable_tanh_loss_mean",
+        ],
         [(f"vark_K{k}_seed0", f"K = {k}") for k in (0, 1, 2, 3, 4, 20)],
         [("the paper", "paper_sine", "vark")],
     ),
