@@ -3,7 +3,7 @@
 The end-to-end Omniglot runs (docs/lab/omniglot/end_to_end.md) take longer than a machine is
 kept, and nothing outside the repository survives a new machine. `save` copies what a
 run needs to resume and to be read (the latest training checkpoint, the best weights,
-the wall-clock record, the summaries, the operative config, the log and any results)
+the wall-clock record, the operative config, the log and any results)
 from W/runs/<run>/ into DIR/<run>/, and writes DIR/MANIFEST.json: for each run, the
 commit whose code trains it, its meta-update and the time of the save. `restore` copies
 them back into a new work directory, where the driver's command resumes each run from
@@ -29,7 +29,8 @@ import sys
 
 MANIFEST = "MANIFEST.json"
 #: Files of a run directory that are carried whole (globs relative to it).
-RUN_FILES = ("operative_config.gin", "log.txt", "results.json", "eval_k*.json", "events.out.*")
+#: No TensorBoard summaries: carried/ holds only what a run needs to resume.
+RUN_FILES = ("operative_config.gin", "log.txt", "results.json", "eval_k*.json")
 
 
 def _checkpoint_state(directory: str) -> str | None:
