@@ -300,6 +300,16 @@ def test_a_tfds_dataset_by_name_gives_the_same_kind_of_episodes(tmp_path):
             tfds_name="tiny_glyphs", tfds_label="label", tfds_data_dir=str(tmp_path)
         )
     assert "has no label feature 'label'; its features: picture, glyph" in _one_line(error)
+    with pytest.raises(ValueError) as error:  # the budget counts a TFDS dataset's images too
+        ImageFolderEpisodes(
+            tfds_name="tiny_glyphs",
+            tfds_label="glyph",
+            tfds_image="picture",
+            tfds_data_dir=str(tmp_path),
+            image_size=256,
+            cache_budget_mb=1,
+        )
+    assert "48 images at 256 x 256 x 1 take 12 MB" in _one_line(error)
     with pytest.raises(ValueError) as error:
         ImageFolderEpisodes(tfds_name="no_such_glyphs")
     assert "tensorflow-datasets has no dataset 'no_such_glyphs'" in _one_line(error)

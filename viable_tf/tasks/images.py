@@ -116,8 +116,9 @@ class ImageFolderEpisodes(TaskFamily):
             seed=split_seed,
         )
         image_bytes = 4 * size[0] * size[1] * channels
-        copies = {"train": len(set(r % 360 for r in rotations)), "val": 1, "test": 1}
-        needed = sum(copies[s] * len(c.files) * image_bytes for s, cs in splits.items() for c in cs)
+        angles = sorted({r % 360 for r in rotations})  # the meta-training classes' copies
+        copies = {"train": len(angles), "val": 1, "test": 1}
+        needed = sum(copies[s] * c.size * image_bytes for s, cs in splits.items() for c in cs)
         if needed > cache_budget_mb * 2**20:
             count = sum(c.size for c in classes)
             raise ValueError(
@@ -144,7 +145,7 @@ class ImageFolderEpisodes(TaskFamily):
                         )
                     self.skipped_classes.append(c.name)
                     continue
-                for degrees in sorted(set(r % 360 for r in rotations)) if split == "train" else [0]:
+                for degrees in angles if split == "train" else [0]:
                     images.append(np.rot90(decoded, degrees // 90, axes=(1, 2)))
                     labels += [f"{c.name}@{degrees}"] * len(decoded)
             found = len(set(labels))
