@@ -39,14 +39,11 @@ def _main() -> int:
         if any(k < 0 for k in shots):
             raise UsageError(f"--num_support must be >= 0, got {args.num_support}")
     from viable_tf.config import load_run
-    from viable_tf.training.experiment import evaluate_loaded, write_json
+    from viable_tf.training.experiment import evaluate_and_write
 
     run = load_run(args.model_dir, tuple(args.gin_param))
     for k in shots:
-        record, per_task = evaluate_loaded(run, num_support=k)
-        write_json(record, run.run_dir.evaluation(record["num_support"]))
-        write_json(per_task, run.run_dir.per_task(record["num_support"]))
-        print(json.dumps(record, indent=2))
+        print(json.dumps(evaluate_and_write(run, num_support=k), indent=2))
     return 0
 
 

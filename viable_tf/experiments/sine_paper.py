@@ -190,7 +190,7 @@ def _execute_here(run: Run, work_dir: str) -> dict:
 
     from viable_tf.cli.common import parse_gin
     from viable_tf.config import load_run
-    from viable_tf.training.experiment import evaluate_loaded, train_and_evaluate, write_json
+    from viable_tf.training.experiment import evaluate_and_write, train_and_evaluate
 
     model_dir = run.model_dir(work_dir)
     run_dir = RunDir(model_dir)
@@ -206,9 +206,7 @@ def _execute_here(run: Run, work_dir: str) -> dict:
             gin.clear_config()
             loaded = load_run(model_dir, ())
             for k in missing:
-                record, per_task = evaluate_loaded(loaded, num_support=k)
-                write_json(record, loaded.run_dir.evaluation(record["num_support"]))
-                write_json(per_task, loaded.run_dir.per_task(record["num_support"]))
+                evaluate_and_write(loaded, num_support=k)
         gin.clear_config()
     return {"run": run.name, "seconds": time.perf_counter() - start}
 

@@ -86,6 +86,15 @@ def evaluate_loaded(run, *, num_support: int | None = None) -> tuple[dict, dict]
     ), per_task_record(evaluation)
 
 
+def evaluate_and_write(run, *, num_support: int | None = None) -> dict:
+    """`evaluate_loaded`, its record written to the run's eval_k<K>.json and its per-task
+    record beside it (viable-eval's output); returns the record."""
+    record, per_task = evaluate_loaded(run, num_support=num_support)
+    write_json(record, run.run_dir.evaluation(record["num_support"]))
+    write_json(per_task, run.run_dir.per_task(record["num_support"]))
+    return record
+
+
 def _settings(trainer: Trainer) -> dict:
     return {
         "seed": trainer.seed,
