@@ -22,9 +22,7 @@ from viable_tf.evaluation.core import TEST_SEED, VALIDATION_SEED, Evaluation, Ev
 from viable_tf.learners.base import Learner
 from viable_tf.learners.prototypes import class_prototypes
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.tasks.classification import FewShotEpisodes
-from viable_tf.tasks.episodes import EpisodeSampler
-from viable_tf.tasks.images import ImageFolderEpisodes
+from viable_tf.tasks.episodes import EpisodeFamily, EpisodeSampler
 
 
 class ClassificationEvaluator(Evaluator):
@@ -88,7 +86,7 @@ def _accuracy(predicted: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
 
 @gin.configurable
 def classification_test_evaluator(
-    tasks: FewShotEpisodes | ImageFolderEpisodes,
+    tasks: EpisodeFamily,
     *,
     num_episodes: int = 1000,
     num_shots: int | None = None,
@@ -102,7 +100,7 @@ def classification_test_evaluator(
 
 @gin.configurable
 def classification_validation_evaluator(
-    tasks: FewShotEpisodes | ImageFolderEpisodes,
+    tasks: EpisodeFamily,
     *,
     num_episodes: int = 500,
     seed: int = VALIDATION_SEED,
@@ -111,13 +109,11 @@ def classification_validation_evaluator(
     return ClassificationEvaluator(tasks.validation, num_episodes=num_episodes, seed=seed)
 
 
-@protocols.validation_protocol.register(FewShotEpisodes)
-@protocols.validation_protocol.register(ImageFolderEpisodes)
-def _(tasks):
+@protocols.validation_protocol.register
+def _(tasks: EpisodeFamily):
     return classification_validation_evaluator(tasks)
 
 
-@protocols.test_protocol.register(FewShotEpisodes)
-@protocols.test_protocol.register(ImageFolderEpisodes)
-def _(tasks, *, num_support: int | None = None):
+@protocols.test_protocol.register
+def _(tasks: EpisodeFamily, *, num_support: int | None = None):
     return classification_test_evaluator(tasks, num_shots=num_support)

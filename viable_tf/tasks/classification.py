@@ -21,14 +21,12 @@ from collections.abc import Sequence
 
 import gin
 import numpy as np
-import tensorflow as tf
 
-from viable_tf.tasks.base import TaskBatch, TaskFamily
-from viable_tf.tasks.episodes import EpisodeSampler
+from viable_tf.tasks.episodes import EpisodeFamily, EpisodeSampler
 
 
 @gin.configurable
-class FewShotEpisodes(TaskFamily):
+class FewShotEpisodes(EpisodeFamily):
     """N-way K-shot episodes: training stream, validation and test samplers.
 
     Args:
@@ -98,10 +96,6 @@ class FewShotEpisodes(TaskFamily):
             "label_noise": self.label_noise,
             "noisy_shots": self.noisy_shots,
         }
-
-    def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
-        """B training episodes from `seed` [2] (the trainer's interface)."""
-        return self.train.sample_batch(seed, batch_size)
 
     def warmup_inputs(
         self, rng: np.random.Generator, *, num_support: int, num_query: int

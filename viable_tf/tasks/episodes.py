@@ -23,7 +23,7 @@ import tensorflow as tf
 from viable_tf import ops
 from viable_tf.ops import seed_for
 from viable_tf.tasks import corruption
-from viable_tf.tasks.base import TaskBatch
+from viable_tf.tasks.base import TaskBatch, TaskFamily
 
 
 class EpisodeSampler:
@@ -189,3 +189,17 @@ class EpisodeSampler:
             .batch(batch_size)
             .prefetch(tf.data.AUTOTUNE)
         )
+
+
+class EpisodeFamily(TaskFamily):
+    """A task family of N-way K-shot episodes over three class-disjoint samplers:
+    `train` (what the trainer samples), `validation` and `test` (the evaluation
+    protocols' episodes, registered once for every such family in evaluation/)."""
+
+    train: EpisodeSampler
+    validation: EpisodeSampler
+    test: EpisodeSampler
+
+    def sample(self, seed: tf.Tensor, batch_size: int) -> TaskBatch:
+        """B training episodes from `seed` [2] (the trainer's interface)."""
+        return self.train.sample_batch(seed, batch_size)
