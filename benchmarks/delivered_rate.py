@@ -18,7 +18,7 @@ checkpoints, summaries every chunk, a figure every 5,000, the progress bar):
 The two are alternated `rounds` times in one sitting (machines here are noisy); the
 table gives each round and the ratio delivered / chunk. With `--in_place_too`, a second
 trainer of the same config writes its checkpoints on the training thread
-(`Trainer.checkpoint_in_background=False`, as before the snapshot writer) and is timed
+(`PerformanceSpec.checkpoint_in_background=False`, as before the snapshot writer) and is timed
 in each round right after the first.
 """
 
@@ -49,8 +49,8 @@ def build(name: str, model_dir: str, *, background: bool = True, params=()) -> T
         [name],
         [
             "Trainer.num_steps=500",
-            f"Trainer.steps_per_call={CHUNK}",
-            f"Trainer.checkpoint_in_background={background}",
+            f"PerformanceSpec.steps_per_call={CHUNK}",
+            f"PerformanceSpec.checkpoint_in_background={background}",
             *params,
         ],
     )

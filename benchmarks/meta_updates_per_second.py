@@ -31,7 +31,7 @@ from viable_tf import config
 from viable_tf.learners import CAVIA, MAML, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer
+from viable_tf.training import PerformanceSpec, Trainer
 
 LEARNERS = {
     "CAVIA": lambda **kw: CAVIA(context_dim=5, **kw),
@@ -48,8 +48,7 @@ def measure(make_learner, *, steps: int, repeats: int, jit_compile: bool) -> flo
             tasks=SineTasks(num_support=10, num_query=10),
             learner=make_learner,
             meta_batch_size=25,
-            steps_per_call=steps,
-            jit_compile=jit_compile,
+            performance=PerformanceSpec(steps_per_call=steps, jit_compile=jit_compile),
             show_progress=False,
         )
         return chunk_rate(trainer, steps=steps, repeats=repeats)
@@ -60,7 +59,7 @@ def measure_config(name: str, *, steps: int, repeats: int, params=()) -> list[fl
     builds it."""
     gin.clear_config()
     config.parse(
-        [name], ["Trainer.show_progress=False", f"Trainer.steps_per_call={steps}", *params]
+        [name], ["Trainer.show_progress=False", f"PerformanceSpec.steps_per_call={steps}", *params]
     )
     with tempfile.TemporaryDirectory() as model_dir:
         return chunk_rates(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)

@@ -11,7 +11,7 @@ layers in bfloat16 (oneDNN): seconds per meta-update, peak memory and the ratio 
 CAVIA's meta-update (XLA) at the same setting.
 
 `--passes`: the shipped relVIABLE (`--activation`, oneDNN float32) with its meta-gradient
-computed over 1, 2, 4 or all B tasks at a time (`Trainer.tasks_per_pass`): seconds
+computed over 1, 2, 4 or all B tasks at a time (`PerformanceSpec.tasks_per_pass`): seconds
 per meta-update and peak memory.
 
 `--cpu_limit`: the CPU limit of the shipped relVIABLE (ReLU) per setting (default

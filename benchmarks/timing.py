@@ -114,7 +114,7 @@ def relviable_sine_rate(
 
     from viable_tf.learners import VIABLE
     from viable_tf.tasks import SineTasks
-    from viable_tf.training import Trainer
+    from viable_tf.training import PerformanceSpec, Trainer
 
     steps = steps or max(30, 15_000 // batch_size)
     with tempfile.TemporaryDirectory() as model_dir:
@@ -123,9 +123,8 @@ def relviable_sine_rate(
             tasks=SineTasks(),
             learner=VIABLE,
             meta_batch_size=batch_size,
-            jit_compile=jit_compile,
+            performance=PerformanceSpec(steps_per_call=steps, jit_compile=jit_compile),
             show_progress=False,
             strategy=strategy,
-            steps_per_call=steps,
         )
         return chunk_rate(trainer, steps=steps, repeats=3, warmup_steps=5)

@@ -6,7 +6,7 @@ cd "$1"
 D=$(mktemp -d /tmp/fp.XXXX)
 export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 TF_CPP_MIN_LOG_LEVEL=3
 taskset -c 0 .venv/bin/viable-train --gin_file=gin/sine/relviable.gin --gin_file=gin/sine/quick.gin \
-  --gin_param=NUM_STEPS=1250 --gin_param=Trainer.figure_every=500 --model_dir=$D/run > $D/train.log 2>&1
+  --gin_param=NUM_STEPS=1250 --gin_param=EvaluationSpec.figure_every=500 --model_dir=$D/run > $D/train.log 2>&1
 taskset -c 0 .venv/bin/viable-export --model_dir=$D/run --export_base=$D/export --model_name=sine > $D/export.log 2>&1
 taskset -c 0 .venv/bin/python "$TOOLS/run_fingerprint.py" $D/run $D/export > "$2"
 echo "$D"

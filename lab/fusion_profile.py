@@ -78,7 +78,7 @@ def our_profile(name: str, steps: int, dump: str) -> tuple[str, str, str]:
     from viable_tf.training import Trainer
 
     gin.clear_config()
-    config.parse([name], [f"Trainer.steps_per_call={steps}", "Trainer.show_progress=False"])
+    config.parse([name], [f"PerformanceSpec.steps_per_call={steps}", "Trainer.show_progress=False"])
     trace = os.path.join(dump, "ours_trace")
     hlo = os.path.join(dump, "ours.hlo")
     with tempfile.TemporaryDirectory() as model_dir:

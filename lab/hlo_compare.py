@@ -120,7 +120,7 @@ def our_hlo(name: str, out: str) -> str:
     from viable_tf.training import Trainer
 
     gin.clear_config()
-    config.parse([name], ["Trainer.steps_per_call=3000", "Trainer.show_progress=False"])
+    config.parse([name], ["PerformanceSpec.steps_per_call=3000", "Trainer.show_progress=False"])
     with tempfile.TemporaryDirectory() as model_dir:
         trainer = Trainer(model_dir=model_dir)
         text = trainer.train_chunk.experimental_get_compiler_ir(tf.constant(3000))(

@@ -56,7 +56,11 @@ def catch(
         shutil.copy(path, checkpoints)
     with open(os.path.join(checkpoints, "checkpoint"), "w") as f:
         f.write(f'model_checkpoint_path: "{os.path.basename(latest)}"\n')
-    steady = ("Trainer.summary_every=1", "Trainer.steps_per_call=1", "Trainer.show_progress=False")
+    steady = (
+        "EvaluationSpec.summary_every=1",
+        "PerformanceSpec.steps_per_call=1",
+        "Trainer.show_progress=False",
+    )
     parse_gin([os.path.join(run_dir, "operative_config.gin")], [*gin_params, *steady])
     from viable_tf.training import Trainer
 

@@ -40,17 +40,19 @@ def main() -> None:
             f"DATA_DIR={args.data_dir!r}",
             "META_BATCH_SIZE=4",
             "Trainer.show_progress=False",
-            "Trainer.patience=None",
+            "EvaluationSpec.patience=None",
             "classification_validation_evaluator.num_episodes=100",
             *args.bindings,
         ],
     )
     import tensorflow as tf
 
-    from viable_tf.training.trainer import Trainer
+    from viable_tf.training import EvaluationSpec, Trainer
 
     trainer = Trainer(
-        model_dir=tempfile.mkdtemp(), num_steps=args.steps, eval_every=250, figure_every=0
+        model_dir=tempfile.mkdtemp(),
+        num_steps=args.steps,
+        evaluation=EvaluationSpec(eval_every=250, figure_every=0),
     )
     learner = trainer.learner
     if args.variant in ("zero_output", "task_loss_skip"):

@@ -96,7 +96,7 @@ def train(point: dict, args: argparse.Namespace) -> dict:
             f"--gin_param=DATA_DIR={args.features!r}",
             f"--gin_param=NUM_STEPS={args.num_steps}",
             "--gin_param=META_BATCH_SIZE=4",
-            "--gin_param=Trainer.eval_every=500",
+            "--gin_param=EvaluationSpec.eval_every=500",
             "--gin_param=Trainer.show_progress=False",
             "--gin_param=classification_validation_evaluator.num_episodes=200",
             "--gin_param=classification_test_evaluator.num_episodes=10",

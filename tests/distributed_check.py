@@ -22,7 +22,13 @@ from tolerances import ulps
 
 from viable_tf.learners import VIABLE
 from viable_tf.tasks import SineTasks
-from viable_tf.training import ClipElementwise, Trainer, make_strategy
+from viable_tf.training import (
+    ClipElementwise,
+    OptimizerChain,
+    PerformanceSpec,
+    Trainer,
+    make_strategy,
+)
 
 
 def trainer(strategy, clip, **kwargs):
@@ -33,7 +39,7 @@ def trainer(strategy, clip, **kwargs):
         tasks=SineTasks(),
         learner=VIABLE,  # relVIABLE
         seed=3,
-        gradient_transforms=() if clip is None else (ClipElementwise(clip),),
+        optimizer=OptimizerChain(transforms=() if clip is None else (ClipElementwise(clip),)),
         show_progress=False,
         strategy=strategy,
         **{"meta_batch_size": 25, **kwargs},  # 13 + 12 tasks: an uneven split on purpose
@@ -81,16 +87,17 @@ def gradient_ulps(expected, actual) -> float:
 
 
 def passes(mirrored_strategy) -> dict:
-    """Each replica's 12 tasks in passes of 5, 5 and 2 (`Trainer.tasks_per_pass`) vs one
+    """Each replica's 12 tasks in passes of 5, 5 and 2 (`PerformanceSpec.tasks_per_pass`) vs one
     device in one pass: the meta-gradient (what a meta-update applies)."""
     results = []
     for strategy, per_pass in ((tf.distribute.get_strategy(), None), (mirrored_strategy, 5)):
-        model = trainer(strategy, 10.0, meta_batch_size=24, tasks_per_pass=per_pass)
+        performance = PerformanceSpec(tasks_per_pass=per_pass)
+        model = trainer(strategy, 10.0, meta_batch_size=24, performance=performance)
         loss, _, grads = tf.function(model.meta_gradients, autograph=False)()
         results.append((float(loss), [g.numpy() for g in grads]))
     (loss_a, grads_a), (loss_b, grads_b) = results
     try:
-        trainer(mirrored_strategy, 10.0, tasks_per_pass=5)  # 25 tasks on 2 replicas
+        trainer(mirrored_strategy, 10.0, performance=PerformanceSpec(tasks_per_pass=5))  # 25 tasks
         refused = ""
     except ValueError as error:
         refused = str(error)

@@ -8,7 +8,7 @@ from conftest import checkpoint_values, load_tool
 
 from viable_tf.learners import CAVIA
 from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer
+from viable_tf.training import EvaluationSpec, PerformanceSpec, Trainer
 
 
 def _tool():
@@ -21,11 +21,9 @@ def _train(model_dir, num_steps):
         tasks=SineTasks(),
         learner=CAVIA,
         num_steps=num_steps,
-        eval_every=20,
-        steps_per_call=10,
-        jit_compile=False,  # the resume is the claim, not the compiler: no XLA compile
-        figure_every=0,
-        keep_checkpoints=3,
+        evaluation=EvaluationSpec(eval_every=20, figure_every=0, keep_checkpoints=3),
+        # the resume is the claim, not the compiler: no XLA compile
+        performance=PerformanceSpec(steps_per_call=10, jit_compile=False),
         show_progress=False,
     ).train()
 

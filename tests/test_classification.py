@@ -117,7 +117,7 @@ def trained(leo_root, tmp_path_factory):
         [
             f"DATA_DIR={leo_root!r}",
             "NUM_STEPS=150",
-            "Trainer.eval_every=50",
+            "EvaluationSpec.eval_every=50",
             "Trainer.show_progress=False",
             "classification_validation_evaluator.num_episodes=50",
             "classification_test_evaluator.num_episodes=200",

@@ -19,8 +19,8 @@ SMOKE = [
     "--gin_file=gin/sine/simviable.gin",
     "--gin_file=gin/sine/quick.gin",
     "--gin_param=NUM_STEPS=300",
-    "--gin_param=Trainer.eval_every=100",
-    "--gin_param=Trainer.figure_every=100",
+    "--gin_param=EvaluationSpec.eval_every=100",
+    "--gin_param=EvaluationSpec.figure_every=100",
     "--gin_param=test_evaluator.num_tasks=200",
 ]
 
@@ -133,8 +133,8 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, run_
     argv = [
         "--gin_file=gin/sine/cavia.gin",
         "--gin_param=NUM_STEPS=50",
-        "--gin_param=Trainer.learning_rate=1e30",
-        "--gin_param=Trainer.gradient_transforms=[]",
+        "--gin_param=StaircaseDecay.learning_rate=1e30",
+        "--gin_param=OptimizerChain.transforms=[]",
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={tmp_path}",
     ]

@@ -23,7 +23,7 @@ from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import PredictionNetwork, SimpleLossNetwork, SkipInputs
 from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer
+from viable_tf.training import EvaluationSpec, PerformanceSpec, Trainer
 
 MAX_SUPPORT = 5
 MAX_QUERY = 500
@@ -43,10 +43,8 @@ def _trained_cavia(model_dir) -> CAVIA:
         learner=CAVIA,
         num_steps=600,
         meta_batch_size=10,
-        eval_every=600,
-        steps_per_call=300,
-        summary_every=300,
-        figure_every=10_000,
+        evaluation=EvaluationSpec(eval_every=600, summary_every=300, figure_every=10_000),
+        performance=PerformanceSpec(steps_per_call=300),
         show_progress=False,
     )
     trainer.train()

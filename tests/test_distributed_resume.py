@@ -13,7 +13,7 @@ from worker_harness import _workers
 
 
 def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
-    params = ("NUM_STEPS=200", "Trainer.eval_every=50", "Trainer.steps_per_call=10")
+    params = ("NUM_STEPS=200", "EvaluationSpec.eval_every=50", "PerformanceSpec.steps_per_call=10")
     straight, model_dir = tmp_path / "straight", tmp_path / "run"
     with _workers(straight, *params) as workers:
         for worker in workers:

@@ -26,7 +26,7 @@ def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(
     and mirrored (never XLA) over 2 logical CPUs, end at the same test MSE to rounding
     amplified by training (TRAJECTORY_RTOL). The one-device run trains in this process
     (a TensorFlow start fewer); the mirrored one needs its own, for its logical devices."""
-    params = ("NUM_STEPS=200", "Trainer.eval_every=100", "SEED=3")
+    params = ("NUM_STEPS=200", "EvaluationSpec.eval_every=100", "SEED=3")
     monkeypatch.chdir(REPO)
     status, out = run_cli(train_cli, _train_command(tmp_path / "single", *params)[3:])
     assert status == 0, out.err[-2000:]

@@ -6,11 +6,12 @@ import glob
 import os
 
 import gin
+import keras
+import numpy as np
 import pytest
 
 from viable_tf.cli.common import UsageError, parse_gin
 from viable_tf.config import evaluate_reference
-from viable_tf.networks import Normalize, SkipInputs
 from viable_tf.training import ClipEachNorm, ClipElementwise, FallBackWhereNonfinite, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,51 +111,51 @@ def test_a_learner_whose_task_loss_does_not_fit_the_tasks_is_one_line(tmp_path, 
         Trainer(model_dir=str(tmp_path))
 
 
-def test_the_sine_configs_clip_the_meta_gradient_elementwise_at_10(tmp_path, monkeypatch):
+def test_the_sine_configs_chain_clipping_adam_and_its_staircase(tmp_path, monkeypatch):
+    """The paper's meta-optimizer as one chain: the meta-gradient clipped elementwise at
+    10, then Adam at 1e-3 x 0.9 every 5,000; Adam's own settings bind in gin."""
     monkeypatch.chdir(REPO)
-    parse_gin(["gin/sine/cavia.gin"], [])
-    assert Trainer(model_dir=str(tmp_path)).gradient_transforms == (ClipElementwise(10.0),)
+    parse_gin(["gin/sine/cavia.gin"], ["keras.optimizers.Adam.epsilon = 1e-8"])
+    trainer = Trainer(model_dir=str(tmp_path))
+    assert trainer.chain.transforms == (ClipElementwise(10.0),)
+    assert isinstance(trainer.optimizer, keras.optimizers.Adam)
+    assert trainer.optimizer.epsilon == 1e-8
+    rates = [float(trainer.lr_schedule(step)) for step in (0, 4999, 5000, 10000)]
+    np.testing.assert_allclose(rates, [1e-3, 1e-3, 9e-4, 8.1e-4], rtol=1e-6)
+
+
+def test_leo_chains_its_guard_after_both_clips(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    parse_gin(["gin/classification/leo.gin"], [])
+    chain = gin.get_bindings("OptimizerChain")
+    assert [evaluate_reference(r) for r in chain["transforms"]] == [
+        ClipElementwise(0.1),
+        ClipEachNorm(0.1),
+        FallBackWhereNonfinite(),
+    ]
 
 
 @pytest.mark.parametrize(
-    ("retired", "expected"),
+    "binding",
     [
-        (["Trainer.clip_value = 10.0"], (ClipElementwise(10.0),)),
-        (["Trainer.clip_value = None"], ()),
-        (["Trainer.clip_norm = 0.5  # a comment"], (ClipElementwise(10.0), ClipEachNorm(0.5))),
-        (
-            [
-                "Trainer.clip_value = 0.1",
-                "Trainer.clip_norm = 0.1",
-                "Trainer.fall_back_on_nonfinite = True",
-            ],
-            (ClipElementwise(0.1), ClipEachNorm(0.1), FallBackWhereNonfinite()),
-        ),
-        (["Trainer.fall_back_on_nonfinite = False"], (ClipElementwise(10.0),)),
+        "Trainer.clip_value = 10.0",
+        "Trainer.learning_rate = 0.01",
+        "Trainer.eval_every = 100",
+        "PredictionNetwork.skip_inputs = True",
     ],
 )
-def test_a_config_with_the_retired_clip_settings_reads_as_their_transforms(
-    retired, expected, tmp_path, monkeypatch
-):
-    """An older run's operative config (or a user's config) binding Trainer.clip_value,
-    clip_norm or fall_back_on_nonfinite is read as the gradient transforms they meant,
-    in a file or as --gin_param, whatever the new config binds."""
+def test_a_removed_binding_fails_with_one_line_naming_it(binding, tmp_path, monkeypatch):
+    """Settings that parts or specs replaced are gone: a config binding one (in a file
+    or as --gin_param) gets gin's refusal, one line naming the binding."""
     monkeypatch.chdir(REPO)
+    name = binding.split(" ")[0].split(".")[1]
     old = tmp_path / "old.gin"
-    cavia = os.path.join(REPO, "gin/sine/cavia.gin")
-    old.write_text(f"include '{cavia}'\n" + "\n".join(retired) + "\n")
-    parse_gin([str(old)], [])
-    assert Trainer(model_dir=str(tmp_path / "a")).gradient_transforms == expected
-    parse_gin(["gin/sine/cavia.gin"], retired)
-    assert Trainer(model_dir=str(tmp_path / "b")).gradient_transforms == expected
-
-
-def test_a_retired_clip_setting_bound_to_a_macro_is_one_line(monkeypatch):
-    monkeypatch.chdir(REPO)
-    with pytest.raises(
-        UsageError, match=r"Trainer.clip_value = %SEED: a retired setting.*gradient_transforms"
-    ):
-        parse_gin(["gin/sine/cavia.gin"], ["Trainer.clip_value = %SEED"])
+    old.write_text(f"include '{os.path.join(REPO, 'gin/sine/cavia.gin')}'\n{binding}\n")
+    for files, params in (([str(old)], []), (["gin/sine/cavia.gin"], [binding])):
+        with pytest.raises(UsageError) as info:
+            parse_gin(files, params)
+        message = str(info.value)
+        assert "\n" not in message and name in message, message
 
 
 @pytest.mark.parametrize("transform", [ClipElementwise, ClipEachNorm])
@@ -162,30 +163,3 @@ def test_a_retired_clip_setting_bound_to_a_macro_is_one_line(monkeypatch):
 def test_a_clip_limit_must_be_positive(transform, limit):
     with pytest.raises(ValueError, match=rf"{transform.__name__}.limit must be > 0, got {limit}"):
         transform(limit)
-
-
-@pytest.mark.parametrize(
-    ("retired", "expected"),
-    [
-        (["skip_inputs = False", "normalize_features = False"], []),
-        (["skip_inputs = True"], [SkipInputs()]),
-        (["normalize_features = True", "skip_inputs = True"], [SkipInputs(), Normalize()]),
-        (
-            ["skip_inputs = True", "context_scales_inputs = True", "normalize_features = True"],
-            [SkipInputs(context_scaled=True), Normalize()],
-        ),
-    ],
-)
-def test_a_config_with_the_retired_feature_flags_reads_as_their_parts(
-    retired, expected, monkeypatch
-):
-    """PredictionNetwork's retired skip_inputs, normalize_features and
-    context_scales_inputs (in an older run's operative config) read as the feature parts
-    they meant, in their old order."""
-    monkeypatch.chdir(REPO)
-    parse_gin(
-        ["gin/omniglot/cavia_proto_5way1shot.gin"],
-        [f"PredictionNetwork.{line}" for line in retired],
-    )
-    bound = gin.query_parameter("PredictionNetwork.features")
-    assert [evaluate_reference(reference) for reference in bound] == expected

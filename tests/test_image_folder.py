@@ -181,7 +181,7 @@ def test_one_command_trains_on_a_folder_and_the_export_takes_pngs(folder, tmp_pa
         "NUM_QUERIES=3",
         "NUM_STEPS=6",
         "META_BATCH_SIZE=2",
-        "Trainer.eval_every=3",
+        "EvaluationSpec.eval_every=3",
         "Trainer.show_progress=False",
         "conv4_film.filters=8",
         "classification_validation_evaluator.num_episodes=5",

@@ -10,7 +10,7 @@ from viable_tf.cli import train as train_cli
 from viable_tf.learners import VIABLE
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks
-from viable_tf.training import Trainer
+from viable_tf.training import PerformanceSpec, Trainer
 
 F = 4  # per-point features (L_T, x, y_hat, y)
 
@@ -107,7 +107,7 @@ def test_relu_loss_network_biases_never_change_in_meta_training(tmp_path):
         tasks=SineTasks(),
         learner=VIABLE,  # relVIABLE, ReLU, torch init
         meta_batch_size=5,
-        steps_per_call=10,
+        performance=PerformanceSpec(steps_per_call=10),
         show_progress=False,
     )
     loss_network = trainer.learner.loss_network

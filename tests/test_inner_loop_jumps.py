@@ -16,7 +16,7 @@ def test_catch_keeps_the_ring_before_the_jump_and_leaves_the_run_alone(tmp_path,
     argv = [
         "--gin_file=sine/cavia.gin",
         "--gin_param=NUM_STEPS=20",
-        "--gin_param=Trainer.eval_every=10",
+        "--gin_param=EvaluationSpec.eval_every=10",
         "--gin_param=Trainer.show_progress=False",
         "--gin_param=test_evaluator.num_tasks=20",
         f"--model_dir={run}",

@@ -24,7 +24,15 @@ from viable_tf.learners.leo import _Noise, batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
-from viable_tf.training import ClipEachNorm, ClipElementwise, FallBackWhereNonfinite, Trainer
+from viable_tf.training import (
+    ClipEachNorm,
+    ClipElementwise,
+    EvaluationSpec,
+    FallBackWhereNonfinite,
+    OptimizerChain,
+    PerformanceSpec,
+    Trainer,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N, D = 4, 16
@@ -490,10 +498,9 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
         tasks=tasks,
         learner=lambda **kw: _SometimesNaN(num_latents=8, num_latent_steps=1, **kw),
         meta_batch_size=2,
-        steps_per_call=12,
-        summary_every=4,
-        jit_compile=False,
-        gradient_transforms=(FallBackWhereNonfinite(),) if fall_back else (),
+        optimizer=OptimizerChain(transforms=(FallBackWhereNonfinite(),) if fall_back else ()),
+        evaluation=EvaluationSpec(summary_every=4),
+        performance=PerformanceSpec(steps_per_call=12, jit_compile=False),
         show_progress=False,
     )
     before = [v.numpy() for v in trainer.variables]

@@ -113,7 +113,7 @@ def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
             str(venv / "bin" / "viable-train"),
             "--gin_file=sine/relviable.gin",
             "--gin_param=NUM_STEPS=200",
-            "--gin_param=Trainer.eval_every=100",
+            "--gin_param=EvaluationSpec.eval_every=100",
             "--gin_param=test_evaluator.num_tasks=50",
             "--gin_param=Trainer.show_progress=False",
             "--model_dir=run",

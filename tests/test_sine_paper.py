@@ -56,8 +56,9 @@ def test_miniature_reproduction_end_to_end(tmp_path, monkeypatch, run_cli):
         "--seeds=0,1",
         "--no_investigate",
         "--rows=cavia,relviable_tanh",
-        "--gin_param=Trainer.eval_every=10",
-        "--gin_param=Trainer.jit_compile=False",  # the driver is tested, not XLA: no compile
+        "--gin_param=EvaluationSpec.eval_every=10",
+        # the driver is tested, not XLA: no compile
+        "--gin_param=PerformanceSpec.jit_compile=False",
         "--gin_param=test_evaluator.num_tasks=20",
         "--gin_param=validation_evaluator.num_tasks=10",
     ]

@@ -1,6 +1,7 @@
 """Meta-training: exact resume after a kill, non-finite losses, early stopping."""
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import pickle
@@ -21,9 +22,21 @@ from viable_tf.cli import train as train_cli
 from viable_tf.learners import CAVIA, VIABLE
 from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import SineTasks
-from viable_tf.training import ClipElementwise, NonFiniteLossError, Trainer
+from viable_tf.training import (
+    ClipElementwise,
+    EvaluationSpec,
+    NonFiniteLossError,
+    OptimizerChain,
+    PerformanceSpec,
+    StaircaseDecay,
+    Trainer,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+EVALUATION = EvaluationSpec(eval_every=100, figure_every=0)
+PERFORMANCE = PerformanceSpec(steps_per_call=50)
 
 
 def _trainer(model_dir, **kwargs):
@@ -31,9 +44,8 @@ def _trainer(model_dir, **kwargs):
         "tasks": SineTasks(),
         "learner": CAVIA,
         "num_steps": 200,
-        "eval_every": 100,
-        "steps_per_call": 50,
-        "figure_every": 0,
+        "evaluation": EVALUATION,
+        "performance": PERFORMANCE,
         "show_progress": False,
     }
     return Trainer(model_dir=str(model_dir), **{**defaults, **kwargs})
@@ -56,9 +68,9 @@ def _train_argv(model_dir):
     return [
         "--gin_file=sine/relviable_relu.gin",  # the mechanics, at the cheaper activation
         "--gin_param=NUM_STEPS=300",
-        "--gin_param=Trainer.eval_every=50",
-        "--gin_param=Trainer.steps_per_call=5",
-        "--gin_param=Trainer.figure_every=150",
+        "--gin_param=EvaluationSpec.eval_every=50",
+        "--gin_param=PerformanceSpec.steps_per_call=5",
+        "--gin_param=EvaluationSpec.figure_every=150",
         "--gin_param=Trainer.show_progress=False",
         "--gin_param=test_evaluator.num_tasks=100",
         f"--model_dir={model_dir}",
@@ -119,7 +131,11 @@ def test_non_finite_meta_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path)
     good.train()
     saved = checkpoint_values(good.checkpoints.latest.latest_checkpoint)
 
-    exploding = _trainer(tmp_path, num_steps=300, learning_rate=1e30, gradient_transforms=())
+    exploding = _trainer(
+        tmp_path,
+        num_steps=300,
+        optimizer=OptimizerChain(transforms=(), schedule=StaircaseDecay(learning_rate=1e30)),
+    )
     with pytest.raises(NonFiniteLossError, match=r"at meta-update 10[1-9].*ckpt-100 is kept"):
         exploding.train()
     assert exploding.checkpoints.latest.latest_checkpoint.endswith("ckpt-100")
@@ -140,12 +156,16 @@ def test_a_record_naming_a_missing_checkpoint_stops_instead_of_starting_over(tmp
 
 def test_early_stopping_keeps_the_best_checkpoint_and_stays_stopped(tmp_path):
     # A learning rate this small changes nothing: no validation after the first improves.
-    trainer = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
+    slow = {
+        "optimizer": OptimizerChain(schedule=StaircaseDecay(learning_rate=1e-30)),
+        "evaluation": dataclasses.replace(EVALUATION, patience=2),
+    }
+    trainer = _trainer(tmp_path, num_steps=1000, **slow)
     trainer.train()
     assert int(trainer.step.numpy()) == 300  # best at 100, no gain at 200 and 300
     assert int(trainer.early_stopping.best_step.numpy()) == 100
     assert trainer.restore_best() == 100
-    again = _trainer(tmp_path, num_steps=1000, learning_rate=1e-30, patience=2)
+    again = _trainer(tmp_path, num_steps=1000, **slow)
     again.train()
     assert int(again.step.numpy()) == 300
 
@@ -188,7 +208,7 @@ def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeyp
         ["sine/simviable.gin"],
         [
             "NUM_STEPS=100",
-            "Trainer.eval_every=50",
+            "EvaluationSpec.eval_every=50",
             "Trainer.show_progress=False",
             "test_evaluator.num_tasks=20",
             "CONTEXT_DIM=3",
@@ -232,7 +252,7 @@ def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path
     trainer = _trainer(
         tmp_path,
         learner=lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw),
-        gradient_transforms=(ClipElementwise(bound),),
+        optimizer=OptimizerChain(transforms=(ClipElementwise(bound),)),
     )
     batch = trainer.tasks.sample(seed_for(trainer.seed, trainer.step), trainer.meta_batch_size)
     with tf.GradientTape() as tape:
@@ -253,7 +273,8 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
     XLA (whose fusion may round differently) the weights are bit for bit the same."""
     finals = []
     for ahead in (1, 3, None):
-        trainer = _trainer(tmp_path / str(ahead), draw_ahead=ahead, jit_compile=False)
+        performance = dataclasses.replace(PERFORMANCE, draw_ahead=ahead, jit_compile=False)
+        trainer = _trainer(tmp_path / str(ahead), performance=performance)
         ran = trainer.train_chunk(tf.constant(7))[0]
         ran += trainer.train_chunk(tf.constant(5))[0]
         assert int(ran) == 12 and int(trainer.step.numpy()) == 12
@@ -261,8 +282,8 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
     for other in finals[1:]:
         for a, b in zip(finals[0], other, strict=True):
             np.testing.assert_array_equal(a, b)
-    with pytest.raises(ValueError, match="draw_ahead must be >= 1"):
-        _trainer(tmp_path / "bad", draw_ahead=0)
+    with pytest.raises(ValueError, match=r"PerformanceSpec\.draw_ahead must be >= 1"):
+        PerformanceSpec(draw_ahead=0)
 
 
 @pytest.mark.float_sensitive
@@ -271,10 +292,15 @@ def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
     6 tasks in passes of 4 + 2 equals the one-pass one (to rounding), with and without
     XLA (the mirrored check runs them inside the training loop)."""
     relviable = lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw)  # noqa: E731
-    common = {"learner": relviable, "meta_batch_size": 6, "gradient_transforms": ()}
+    common = {
+        "learner": relviable,
+        "meta_batch_size": 6,
+        "optimizer": OptimizerChain(transforms=()),
+    }
     whole = _trainer(tmp_path / "whole", **common)
     loss, inner, grads = whole.meta_gradients()
-    trainer = _trainer(tmp_path / "passes", tasks_per_pass=4, **common)
+    passes = dataclasses.replace(PERFORMANCE, tasks_per_pass=4)
+    trainer = _trainer(tmp_path / "passes", performance=passes, **common)
     # k = 16 ulps of the losses, 128 of each variable's largest gradient entry: two
     # passes sum the tasks in another order, and XLA fuses otherwise than the eager
     # one-pass reference (measured at most 1.5 and 14.6 on three float paths of an AMD
@@ -285,8 +311,8 @@ def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
         assert_within_ulps(float(got[1]), float(inner), 16, what=f"inner loss, xla={xla}")
         for i, (expected, actual) in enumerate(zip(grads, got[2], strict=True)):
             assert_within_ulps(actual, expected, 128, what=f"gradient {i}, xla={xla}")
-    with pytest.raises(ValueError, match="tasks_per_pass must be >= 1"):
-        _trainer(tmp_path / "bad", tasks_per_pass=0)
+    with pytest.raises(ValueError, match=r"PerformanceSpec\.tasks_per_pass must be >= 1"):
+        PerformanceSpec(tasks_per_pass=0)
 
 
 def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
@@ -342,7 +368,7 @@ def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
 def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(tmp_path, capsys):
     """'auto' costs nothing at construction; the first chunk measures a meta-gradient with
     XLA and on TensorFlow's kernels, logs both times and the choice, and trains on it."""
-    trainer = _trainer(tmp_path, jit_compile="auto")
+    trainer = _trainer(tmp_path, performance=dataclasses.replace(PERFORMANCE, jit_compile="auto"))
     assert trainer.jit_compile == "auto" and "jit_compile" not in capsys.readouterr().err
     ran = int(trainer.train_chunk(tf.constant(2))[0])
     err = capsys.readouterr().err.splitlines()
@@ -352,7 +378,7 @@ def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(
     assert line.endswith("with XLA" if trainer.jit_compile else "on TensorFlow's kernels")
     assert trainer.train_chunk is trainer.train_chunk  # built once
     with pytest.raises(ValueError, match=r"jit_compile must be True, False or 'auto', got 'yes'"):
-        _trainer(tmp_path / "bad", jit_compile="yes")
+        PerformanceSpec(jit_compile="yes")
 
 
 class _HeldExecutor(concurrent.futures.Executor):
@@ -429,7 +455,12 @@ def test_a_checkpoint_written_in_the_background_is_the_snapshot_written_in_place
 def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path):
     """One compiled call runs up to the validation, yet the training curves keep a point
     every `summary_every` updates (and one at the end), each the mean of its updates."""
-    trainer = _trainer(tmp_path, num_steps=250, eval_every=250, steps_per_call=500)
+    trainer = _trainer(
+        tmp_path,
+        num_steps=250,
+        evaluation=dataclasses.replace(EVALUATION, eval_every=250),
+        performance=PerformanceSpec(steps_per_call=500),
+    )
     trainer.train()
     # train() again on the same trainer: its summary graph calls were traced with its
     # writer, which it keeps, so the second run's points land in the same file.
@@ -525,7 +556,7 @@ class _Local:  # defined in a test module, which the child cannot import
 def test_a_runs_own_trigger_runs_at_its_interval_after_the_periodic_jobs(tmp_path):
     from viable_tf.training.triggers import FunctionTrigger, chunk_end
 
-    trainer = _trainer(tmp_path, num_steps=200, eval_every=100, steps_per_call=50)
+    trainer = _trainer(tmp_path, num_steps=200)
     seen = []
 
     def record(step):

@@ -29,7 +29,7 @@ from viable_tf.networks import (
     keras_network,
 )
 from viable_tf.tasks import SineTasks, seed_for
-from viable_tf.training import Trainer
+from viable_tf.training import EvaluationSpec, PerformanceSpec, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -157,10 +157,8 @@ def test_a_user_model_trains_exports_and_serves(tmp_path):
         learner=lambda **kw: VIABLE(context_dim=4, network=keras_network(functional_mlp), **kw),
         num_steps=40,
         meta_batch_size=5,
-        eval_every=20,
-        steps_per_call=20,
-        summary_every=10,
-        figure_every=0,
+        evaluation=EvaluationSpec(eval_every=20, summary_every=10, figure_every=0),
+        performance=PerformanceSpec(steps_per_call=20),
         show_progress=False,
     )
     trainer.train()

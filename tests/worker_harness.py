@@ -38,7 +38,7 @@ def _train_command(model_dir, *params):
         "viable_tf.cli.train",
         "--gin_file=gin/sine/relviable_relu.gin",  # the mechanics, at the cheaper activation
         "--gin_param=Trainer.show_progress=False",
-        "--gin_param=Trainer.figure_every=0",
+        "--gin_param=EvaluationSpec.figure_every=0",
         "--gin_param=test_evaluator.num_tasks=100",
         *(f"--gin_param={p}" for p in params),
         f"--model_dir={model_dir}",

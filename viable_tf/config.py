@@ -19,10 +19,9 @@ experiments are above it.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -39,62 +38,8 @@ _MACRO_DEFINITION = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=")
 _MACRO_BINDING = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*=")
 
 
-class _Retired(NamedTuple):
-    """A configurable's retired settings: their old defaults, the binding that replaced
-    them, and the bindings their values meant (`_retired_as_parts`)."""
-
-    defaults: dict
-    replaced_by: str
-    parts: Callable[[dict], list[str]]
-
-
 class ConfigError(ValueError):
     """A config that cannot be found or parsed; its message is one line."""
-
-
-def _trainer_parts(values: dict) -> list[str]:
-    """clip_value, clip_norm, fall_back_on_nonfinite as gradient transforms, in that order."""
-    transforms, lines = [], []
-    if values["clip_value"] is not None:
-        transforms.append("@ClipElementwise()")
-        lines.append(f"ClipElementwise.limit = {values['clip_value']!r}")
-    if values["clip_norm"] is not None:
-        transforms.append("@ClipEachNorm()")
-        lines.append(f"ClipEachNorm.limit = {values['clip_norm']!r}")
-    if values["fall_back_on_nonfinite"]:
-        transforms.append("@FallBackWhereNonfinite()")
-    return [f"Trainer.gradient_transforms = [{', '.join(transforms)}]", *lines]
-
-
-def _network_parts(values: dict) -> list[str]:
-    """skip_inputs (context-scaled or not), then normalize_features, as feature parts."""
-    parts, lines = [], []
-    if values["skip_inputs"]:
-        parts.append("@SkipInputs()")
-        lines.append(f"SkipInputs.context_scaled = {bool(values['context_scales_inputs'])!r}")
-    if values["normalize_features"]:
-        parts.append("@Normalize()")
-    return [f"PredictionNetwork.features = [{', '.join(parts)}]", *lines]
-
-
-#: Settings that composed parts replaced: a config that binds them (an older run's
-#: operative config, say) is read as the parts they meant.
-_RETIRED = {
-    "Trainer": _Retired(
-        {"clip_value": 10.0, "clip_norm": None, "fall_back_on_nonfinite": False},
-        "Trainer.gradient_transforms",
-        _trainer_parts,
-    ),
-    "PredictionNetwork": _Retired(
-        {"skip_inputs": False, "normalize_features": False, "context_scales_inputs": False},
-        "PredictionNetwork.features",
-        _network_parts,
-    ),
-}
-_RETIRED_BINDING = re.compile(
-    rf"^\s*(?P<configurable>{'|'.join(_RETIRED)})\.(?P<name>\w+)"
-    r"\s*=\s*(?P<value>[^#]*?)\s*(#.*)?$"
-)
 
 
 def config_roots() -> list[Path]:
@@ -153,12 +98,9 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
     gin.clear_config()
     paths = [resolve(name) for name in files]
     macros: set[str] = set()
-    retired: dict[str, dict[str, str]] = {}
     for path in paths:
-        _parse_file(path, macros, retired, stack=())
+        _parse_file(path, macros, stack=())
     for param in params:
-        if _take_retired(param, retired):
-            continue
         match = _MACRO_BINDING.match(param)
         if match and "." not in match.group("name") and match.group("name") not in macros:
             defined = ", ".join(sorted(macros)) or "none"
@@ -167,44 +109,10 @@ def parse(files: Sequence[str], params: Sequence[str] = ()) -> list[Path]:
                 f"defined by the config files; defined macros: {defined}"
             )
         _gin_parse(param, "--gin_param")
-    if retired:
-        _gin_parse(_retired_as_parts(retired), "the retired settings")
     return paths
 
 
-def _take_retired(line: str, retired: dict[str, dict[str, str]]) -> bool:
-    """Whether `line` binds a retired setting (then recorded in `retired`)."""
-    match = _RETIRED_BINDING.match(line)
-    if match is None or match["name"] not in _RETIRED[match["configurable"]].defaults:
-        return False
-    retired.setdefault(match["configurable"], {})[match["name"]] = match["value"]
-    return True
-
-
-def _retired_as_parts(retired: dict[str, dict[str, str]]) -> str:
-    """The bindings that the retired settings (literals as bound; the unbound ones of the
-    same configurable at their old defaults) meant: `Trainer.gradient_transforms` (clip
-    elementwise, then by norm, then fall back) and `PredictionNetwork.features` (the
-    skipped input, context-scaled or not, then the normalisation)."""
-    lines = []
-    for configurable, bound in retired.items():
-        spec = _RETIRED[configurable]
-        values = dict(spec.defaults)
-        for name, text in bound.items():
-            try:
-                values[name] = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                raise ConfigError(
-                    f"{configurable}.{name} = {text}: a retired setting, read only as a "
-                    f"literal; bind {spec.replaced_by} instead (docs/ARCHITECTURE.md)"
-                ) from None
-        lines += spec.parts(values)
-    return "\n".join(lines)
-
-
-def _parse_file(
-    path: Path, macros: set[str], retired: dict[str, dict[str, str]], stack: tuple[Path, ...]
-) -> None:
+def _parse_file(path: Path, macros: set[str], stack: tuple[Path, ...]) -> None:
     if path in stack:
         chain = " -> ".join(p.name for p in (*stack, path))
         raise ConfigError(f"gin include cycle: {chain}")
@@ -212,8 +120,6 @@ def _parse_file(
     for number, line in enumerate(path.read_text().splitlines(), 1):
         include = _INCLUDE.match(line)
         if include is None:
-            if _take_retired(line, retired):
-                continue
             pending.append(line)
             macro = _MACRO_DEFINITION.match(line)
             if macro:
@@ -227,7 +133,7 @@ def _parse_file(
                 f"{path}:{number}: included file not found: {include.group('name')} "
                 f"(resolved against the including file's folder, {path.parent})"
             )
-        _parse_file(target.resolve(), macros, retired, (*stack, path))
+        _parse_file(target.resolve(), macros, (*stack, path))
     _gin_parse("\n".join(pending), str(path))
 
 

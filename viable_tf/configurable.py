@@ -14,8 +14,21 @@ import gin
 
 
 def keras_configurable(cls: type) -> type:
-    """`gin.configurable` for a Keras layer class, keeping its constructor signature."""
+    """`gin.configurable` for a Keras layer class, keeping its constructor signature; only
+    its own named arguments bind in gin (not what `**kwargs` passes on to Keras), so a
+    config binding an argument the class does not have is refused when it is parsed."""
     signature = inspect.signature(cls.__init__)
-    cls = gin.configurable(cls)
+    named = set()
+    for klass in cls.__mro__:  # its own and its bases' (what **kwargs passes up), not Keras'
+        if klass.__module__.split(".")[0] in ("keras", "tensorflow", "builtins"):
+            break
+        if "__init__" in vars(klass):
+            parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            named |= {
+                p.name
+                for p in parameters
+                if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+            }
+    cls = gin.configurable(cls, allowlist=sorted(named))
     cls.__init__.__signature__ = signature
     return cls

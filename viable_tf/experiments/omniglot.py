@@ -289,7 +289,7 @@ def run_params(args: argparse.Namespace) -> list[str]:
     return [
         f"NUM_STEPS={args.num_steps}",
         f"META_BATCH_SIZE={args.meta_batch_size}",
-        f"Trainer.eval_every={args.eval_every}",
+        f"EvaluationSpec.eval_every={args.eval_every}",
         f"classification_validation_evaluator.num_episodes={args.validation_episodes}",
         f"classification_test_evaluator.num_episodes={args.test_episodes}",
         *args.gin_param,

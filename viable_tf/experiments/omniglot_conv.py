@@ -24,7 +24,7 @@ Stages, each skipped when its output exists:
               and in W/features/omniglot/pixels_rotated/ the same with every meta-training
               character also rotated by 90, 180 and 270 degrees as classes of their own
               (the usual augmentation; validation and test are never rotated)
-  2. train    each method x setting from gin/omniglot_conv/ (Trainer.jit_compile=False):
+  2. train    each method x setting from gin/omniglot_conv/ (PerformanceSpec.jit_compile=False):
               W/runs/<method>_<N>way<K>shot/results.json
   3. sweep    the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
   4. export   each run as a served version that takes the drawings as read (float32
@@ -192,8 +192,8 @@ def _parser() -> argparse.ArgumentParser:
 FLAG_BINDINGS = {
     "num_steps": "NUM_STEPS",
     "meta_batch_size": "META_BATCH_SIZE",
-    "eval_every": "Trainer.eval_every",
-    "patience": "Trainer.patience",
+    "eval_every": "EvaluationSpec.eval_every",
+    "patience": "EvaluationSpec.patience",
     "validation_episodes": "classification_validation_evaluator.num_episodes",
     "test_episodes": "classification_test_evaluator.num_episodes",
 }

@@ -94,7 +94,7 @@ VARIATIONS = {
     "input_scale_5": Variation(
         "loss-network inputs scaled by 1/5 (L_T by 1/25)", ["VIABLE.input_scale=5.0"]
     ),
-    "no_clipping": Variation("no meta-gradient clipping", ["Trainer.gradient_transforms=[]"]),
+    "no_clipping": Variation("no meta-gradient clipping", ["OptimizerChain.transforms=[]"]),
     "two_inner_steps": Variation("2 inner steps", ["VIABLE.num_inner_steps=2"]),
     "simviable_two_inner_steps": Variation(
         "2 inner steps", ["VIABLE.num_inner_steps=2"], "simviable_tanh"

@@ -8,14 +8,20 @@ from viable_tf.training.meta_gradient import (
     FallBackWhereNonfinite,
     GradientTransform,
 )
+from viable_tf.training.optimizer import OptimizerChain, StaircaseDecay
+from viable_tf.training.settings import EvaluationSpec, PerformanceSpec
 from viable_tf.training.trainer import Trainer
 
 __all__ = [
     "ClipEachNorm",
     "ClipElementwise",
+    "EvaluationSpec",
     "FallBackWhereNonfinite",
     "GradientTransform",
     "NonFiniteLossError",
+    "OptimizerChain",
+    "PerformanceSpec",
+    "StaircaseDecay",
     "Trainer",
     "WorkerLostError",
     "make_strategy",

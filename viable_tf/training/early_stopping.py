@@ -15,7 +15,7 @@ class EarlyStopping:
 
     def __init__(self, *, higher_is_better: bool, patience: int | None) -> None:
         if patience is not None and patience < 1:
-            raise ValueError(f"Trainer.patience must be >= 1 or None, got {patience}")
+            raise ValueError(f"EvaluationSpec.patience must be >= 1 or None, got {patience}")
         self.patience = patience
         self.sign = -1.0 if higher_is_better else 1.0
         self.best_val = tf.Variable(self.sign * math.inf, trainable=False, name="best_val")

@@ -30,8 +30,8 @@ def non_finite_message(checkpoints: str, bad_step: int) -> str:
     kept = f"the last good checkpoint {latest} is kept" if latest else "no checkpoint yet"
     return (
         f"meta-loss is not finite (NaN or inf) at meta-update {bad_step}; training "
-        f"stopped and {kept}. Expected a finite loss: lower Trainer.learning_rate or "
-        f"the learner's inner_lr, or keep the meta-gradient clipped (Trainer.gradient_transforms)."
+        f"stopped and {kept}. Expected a finite loss: lower StaircaseDecay.learning_rate or "
+        f"the learner's inner_lr, or keep the meta-gradient clipped (OptimizerChain.transforms)."
     )
 
 

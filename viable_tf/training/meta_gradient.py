@@ -117,7 +117,7 @@ class MetaUpdate(NamedTuple):
 
 class GradientTransform(Protocol):
     """One piece of the meta-gradient's processing, applied after the sum over replicas
-    (the trainer's `gradient_transforms`, in order, as optax chains its
+    (an `OptimizerChain`'s `transforms`, in order, as optax chains its
     transformations). `falls_back`: the transform may replace an update by the
     learner's fallback (the trainer then counts such updates, checkpoints and reports
     the count)."""

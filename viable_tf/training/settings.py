@@ -1,50 +1,100 @@
-"""The Trainer's settings, checked before anything is built (one clear line each), and
-the optimizer they configure."""
+"""The Trainer's settings by concern (what evaluates, what runs fast), each checked when
+it is made (one clear line each)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
-import keras
+import gin
 import tensorflow as tf
 
 
-def check_settings(
-    *,
-    num_steps: int,
-    meta_batch_size: int,
-    eval_every: int,
-    steps_per_call: int,
-    summary_every: int,
-    lr_decay_steps: int,
-    keep_checkpoints: int,
-    draw_ahead: int | None,
-    tasks_per_pass: int | None,
-    jit_compile: bool | str = True,
-) -> None:
-    """Raises ValueError naming the first setting out of its range."""
-    if jit_compile not in (True, False, "auto"):
-        raise ValueError(f"Trainer.jit_compile must be True, False or 'auto', got {jit_compile!r}")
-    for name, value in (
-        ("num_steps", num_steps),
-        ("meta_batch_size", meta_batch_size),
-        ("eval_every", eval_every),
-        ("steps_per_call", steps_per_call),
-        ("summary_every", summary_every),
-        ("lr_decay_steps", lr_decay_steps),
-        ("keep_checkpoints", keep_checkpoints),
-    ):
+def _at_least_one(owner: str, **values) -> None:
+    for name, value in values.items():
         if value < 1:
-            raise ValueError(f"Trainer.{name} must be >= 1, got {value}")
-    if draw_ahead is not None and draw_ahead < 1:
-        raise ValueError(f"Trainer.draw_ahead must be >= 1 or None, got {draw_ahead}")
-    if tasks_per_pass is not None and tasks_per_pass < 1:
-        raise ValueError(f"Trainer.tasks_per_pass must be >= 1 or None, got {tasks_per_pass}")
+            raise ValueError(f"{owner}.{name} must be >= 1, got {value}")
+
+
+def _one_or_more_or_none(owner: str, **values) -> None:
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{owner}.{name} must be >= 1 or None, got {value}")
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class EvaluationSpec:
+    """When the trainer validates, checkpoints, stops and reports.
+
+    Args:
+      eval_every: meta-validate and checkpoint every this many meta-updates.
+      patience: stop after this many validations without improvement (None: never).
+      figure_every: log a figure of adapted fits at the validations that fall on a
+        multiple of this (0: never).
+      summary_every: a point of the training summaries every this many meta-updates.
+      keep_checkpoints: how many latest checkpoints to keep.
+    """
+
+    eval_every: int = 500
+    patience: int | None = None
+    figure_every: int = 5_000
+    summary_every: int = 100
+    keep_checkpoints: int = 2
+
+    def __post_init__(self) -> None:
+        _at_least_one(
+            "EvaluationSpec",
+            eval_every=self.eval_every,
+            summary_every=self.summary_every,
+            keep_checkpoints=self.keep_checkpoints,
+        )
+        _one_or_more_or_none("EvaluationSpec", patience=self.patience)
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class PerformanceSpec:
+    """How the trainer runs: none of these changes what it computes beyond rounding.
+
+    Args:
+      steps_per_call: meta-updates per call of the compiled step function (at most;
+        a call also ends at each validation).
+      draw_ahead: the tasks of this many meta-updates are drawn in one go (None: as
+        many as task_stream.tasks_ahead allows). The same tasks whatever its value.
+      tasks_per_pass: the meta-gradient is computed over at most this many tasks at a
+        time and summed (None: a replica's whole share at once): peak memory falls
+        with it, the update is the same up to rounding (meta_gradient.py;
+        `meta_batch_size` must then be a multiple of the replica count).
+      jit_compile: compile the meta-update with XLA (single device only); 'auto': with
+        XLA where a meta-gradient measured at start-up runs faster so (logged). Every
+        stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
+        training tasks with or without XLA, on one device or mirrored.
+      checkpoint_in_background: write checkpoints from a snapshot on a thread of their
+        own (one device only; checkpoints.py), not on the training thread.
+    """
+
+    steps_per_call: int = 500
+    draw_ahead: int | None = None
+    tasks_per_pass: int | None = None
+    jit_compile: bool | str = True
+    checkpoint_in_background: bool = True
+
+    def __post_init__(self) -> None:
+        if self.jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "PerformanceSpec.jit_compile must be True, False or 'auto', "
+                f"got {self.jit_compile!r}"
+            )
+        _at_least_one("PerformanceSpec", steps_per_call=self.steps_per_call)
+        _one_or_more_or_none(
+            "PerformanceSpec", draw_ahead=self.draw_ahead, tasks_per_pass=self.tasks_per_pass
+        )
 
 
 def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
-    """`Trainer.jit_compile='auto'`: whether `meta_gradients` (a function of no
+    """`PerformanceSpec.jit_compile='auto'`: whether `meta_gradients` (a function of no
     arguments, changing no state) runs faster compiled by XLA than on TensorFlow's own
     kernels (oneDNN) on this machine: each traced, then the best of `repeats` calls;
     the choice and both times are logged to stderr. Which path wins differs between
@@ -63,8 +113,9 @@ def faster_with_xla(meta_gradients, *, repeats: int = 2) -> bool:
     xla = seconds[True] < seconds[False]
     choice = "with XLA" if xla else "on TensorFlow's kernels"
     print(
-        f"Trainer.jit_compile='auto': a meta-gradient took {seconds[True]:.4f} s compiled by "
-        f"XLA and {seconds[False]:.4f} s on TensorFlow's kernels; training runs {choice}",
+        f"PerformanceSpec.jit_compile='auto': a meta-gradient took {seconds[True]:.4f} s "
+        f"compiled by XLA and {seconds[False]:.4f} s on TensorFlow's kernels; "
+        f"training runs {choice}",
         file=sys.stderr,
         flush=True,
     )
@@ -80,7 +131,7 @@ def check_replicas(replicas: int, meta_batch_size: int, tasks_per_pass: int | No
         )
     if tasks_per_pass is not None and meta_batch_size % replicas:
         raise ValueError(
-            f"Trainer.tasks_per_pass needs meta_batch_size ({meta_batch_size}) to be a "
+            f"PerformanceSpec.tasks_per_pass needs meta_batch_size ({meta_batch_size}) to be a "
             f"multiple of the {replicas} replicas, so that every share has a static size"
         )
 
@@ -93,14 +144,3 @@ def check_task_loss(learner, tasks) -> None:
             f"{type(tasks).__name__}, whose tasks are scored with {tasks.task_loss!r}; "
             f"expected {type(learner).__name__}.task_loss = {tasks.task_loss!r}"
         )
-
-
-def adam_with_decay(variables, learning_rate: float, decay_steps: int, decay_rate: float):
-    """(schedule, Adam) at learning_rate * decay_rate ** floor(t / decay_steps), built on
-    `variables` (call inside the strategy's scope: its slots are then mirrored)."""
-    schedule = keras.optimizers.schedules.ExponentialDecay(
-        learning_rate, decay_steps, decay_rate, staircase=True
-    )
-    optimizer = keras.optimizers.Adam(schedule)
-    optimizer.build(variables)
-    return schedule, optimizer

@@ -1,6 +1,6 @@
 """The training task stream: the tasks of meta-update t are drawn from the stateless seed
 (seed, t), several meta-updates' at a time, ahead of the loop that uses them
-(`Trainer.draw_ahead`): drawn inside the loop's body, XLA's CPU code ran sine's
+(`PerformanceSpec.draw_ahead`): drawn inside the loop's body, XLA's CPU code ran sine's
 meta-update 1.5-1.7x slower (docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from viable_tf.tasks.base import TaskBatch
 
-#: The tasks of several meta-updates are drawn together (Trainer.draw_ahead), up to
+#: The tasks of several meta-updates are drawn together (PerformanceSpec.draw_ahead), up to
 #: this many updates and this size (a block is drawn whole, even where a call ends
 #: sooner).
 DRAW_AHEAD_UPDATES = 100

@@ -1,4 +1,5 @@
-"""Meta-training (docs/method.md §1, outer loop): Adam on theta (and psi), early stopping.
+"""Meta-training (docs/method.md §1, outer loop): the optimizer chain on theta (and psi)
+and early stopping.
 
 One call of the compiled step function runs many meta-updates in a
 `tf.while_loop`, so there is no Python round trip per meta-update. The tasks of
@@ -47,18 +48,16 @@ from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
 from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 from viable_tf.training.meta_gradient import (
-    ClipElementwise,
-    GradientTransform,
     MetaUpdate,
-    apply_transforms,
     gradients_in_passes,
     replica_gradients,
     sum_over_replicas,
 )
+from viable_tf.training.optimizer import OptimizerChain
 from viable_tf.training.settings import (
-    adam_with_decay,
+    EvaluationSpec,
+    PerformanceSpec,
     check_replicas,
-    check_settings,
     check_task_loss,
     faster_with_xla,
 )
@@ -79,36 +78,12 @@ class Trainer:
       num_steps: meta-updates in total.
       meta_batch_size: tasks per meta-update (B).
       seed: the run's seed (task stream and weight initialisation).
-      learning_rate: beta, Adam's initial learning rate ...
-      lr_decay_steps, lr_decay_rate: ... multiplied by `lr_decay_rate` every
-        `lr_decay_steps` meta-updates (staircase).
-      gradient_transforms: applied in order to the meta-gradient summed over the
-        meta-batch (meta_gradient.py): the default clips it elementwise to [-10, 10], as
-        the public CAVIA code does; LEO's configs add `ClipEachNorm` and
-        `FallBackWhereNonfinite` (a non-finite update applies the learner's
-        `fallback_gradients` instead, is left out of the loss summaries and counted in
-        `fallback_updates`). Without a fallback, training stops at the first non-finite
-        meta-loss; () leaves the gradient as it is.
-      eval_every: meta-validate and checkpoint every this many meta-updates.
-      patience: stop after this many validations without improvement (None: never).
-      steps_per_call: meta-updates per call of the compiled step function (at most;
-        a call also ends at each validation).
-      summary_every: a point of the training summaries every this many meta-updates.
-      draw_ahead: the tasks of this many meta-updates are drawn in one go (None: as
-        many as task_stream.tasks_ahead allows). The same tasks whatever its value.
-      tasks_per_pass: the meta-gradient is computed over at most this many tasks at a
-        time and summed (None: a replica's whole share at once): peak memory falls
-        with it, the update is the same up to rounding (meta_gradient.py;
-        `meta_batch_size` must then be a multiple of the replica count).
-      jit_compile: compile the meta-update with XLA (single device only); 'auto': with
-        XLA where a meta-gradient measured at start-up runs faster so (logged). Every
-        stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
-        training tasks with or without XLA, on one device or mirrored.
-      figure_every: log a figure of adapted fits at the validations that fall on a
-        multiple of this (0: never).
-      keep_checkpoints: how many latest checkpoints to keep.
-      checkpoint_in_background: write checkpoints from a snapshot on a thread of their
-        own (one device only; checkpoints.py), not on the training thread.
+      optimizer: the meta-gradient's transforms, then the optimizer at its schedule
+        (optimizer.py; None: `OptimizerChain()` as gin configures it, the paper's Adam).
+      evaluation: when to validate, checkpoint, stop and report (settings.py; None:
+        `EvaluationSpec()` as gin configures it).
+      performance: how to run (settings.py; None: `PerformanceSpec()` as gin configures
+        it); none of it changes the update beyond rounding.
       show_progress: show a progress bar on the console.
       strategy: a tf.distribute strategy (default: the current one, one device).
     """
@@ -122,54 +97,36 @@ class Trainer:
         num_steps: int = 50_000,
         meta_batch_size: int = 25,
         seed: int = 0,
-        learning_rate: float = 1e-3,
-        lr_decay_steps: int = 5_000,
-        lr_decay_rate: float = 0.9,
-        gradient_transforms: Sequence[GradientTransform] = (ClipElementwise(10.0),),
-        eval_every: int = 500,
-        patience: int | None = None,
-        steps_per_call: int = 500,
-        summary_every: int = 100,
-        draw_ahead: int | None = None,
-        tasks_per_pass: int | None = None,
-        jit_compile: bool | str = True,
-        figure_every: int = 5_000,
-        keep_checkpoints: int = 2,
-        checkpoint_in_background: bool = True,
+        optimizer: OptimizerChain | None = None,
+        evaluation: EvaluationSpec | None = None,
+        performance: PerformanceSpec | None = None,
         show_progress: bool = True,
         strategy: tf.distribute.Strategy | None = None,
     ) -> None:
-        check_settings(
-            num_steps=num_steps,
-            meta_batch_size=meta_batch_size,
-            eval_every=eval_every,
-            steps_per_call=steps_per_call,
-            summary_every=summary_every,
-            lr_decay_steps=lr_decay_steps,
-            keep_checkpoints=keep_checkpoints,
-            draw_ahead=draw_ahead,
-            tasks_per_pass=tasks_per_pass,
-            jit_compile=jit_compile,
-        )
+        for name, value in (("num_steps", num_steps), ("meta_batch_size", meta_batch_size)):
+            if value < 1:
+                raise ValueError(f"Trainer.{name} must be >= 1, got {value}")
+        self.chain = optimizer or OptimizerChain()
+        evaluation = evaluation or EvaluationSpec()
+        performance = performance or PerformanceSpec()
         self.strategy = strategy or tf.distribute.get_strategy()
         self.chief = is_chief(self.strategy)
         replicas = self.strategy.num_replicas_in_sync
-        check_replicas(replicas, meta_batch_size, tasks_per_pass)
+        check_replicas(replicas, meta_batch_size, performance.tasks_per_pass)
         distributed = self.strategy is not tf.distribute.get_strategy() or replicas > 1
         self.model_dir = model_dir
         self.tasks = tasks
         self.num_steps = num_steps
         self.meta_batch_size = meta_batch_size  # B
         self.seed = seed
-        self.gradient_transforms = tuple(gradient_transforms)
-        #: Whether an update may take the learner's fallback (then counted).
-        self.falls_back = any(t.falls_back for t in self.gradient_transforms)
-        self.eval_every = eval_every
-        self.steps_per_call = steps_per_call
-        self.summary_every = summary_every
-        self.draw_ahead = draw_ahead
-        self.tasks_per_pass = tasks_per_pass
-        self.figure_every = figure_every
+        #: Whether an update may take a fallback (then counted).
+        self.falls_back = self.chain.falls_back
+        self.eval_every = evaluation.eval_every
+        self.summary_every = evaluation.summary_every
+        self.figure_every = evaluation.figure_every
+        self.steps_per_call = performance.steps_per_call
+        self.draw_ahead = performance.draw_ahead
+        self.tasks_per_pass = performance.tasks_per_pass
         self.show_progress = show_progress and self.chief
 
         self.validate = validation_protocol(tasks)
@@ -178,14 +135,12 @@ class Trainer:
             self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
             check_task_loss(self.learner, tasks)
             self.variables = list(self.learner.trainable_variables)  # theta (and psi)
-            self.lr_schedule, self.optimizer = adam_with_decay(
-                self.variables, learning_rate, lr_decay_steps, lr_decay_rate
-            )
+            self.lr_schedule, self.optimizer = self.chain.build(self.variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             # Updates that took the learner's fallback (counted where one may).
             self.fallback_updates = tf.Variable(0, dtype=tf.int64, trainable=False)
             self.early_stopping = EarlyStopping(
-                higher_is_better=self.validate.higher_is_better, patience=patience
+                higher_is_better=self.validate.higher_is_better, patience=evaluation.patience
             )
         checkpoint = tf.train.Checkpoint(
             learner=self.learner,
@@ -200,14 +155,14 @@ class Trainer:
             checkpoint,
             tf.train.Checkpoint(learner=self.learner, step=self.step),
             chief=self.chief,
-            keep=keep_checkpoints,
-            background=checkpoint_in_background and not distributed,
+            keep=evaluation.keep_checkpoints,
+            background=performance.checkpoint_in_background and not distributed,
         )
         self.summaries = summaries.TrainingSummaries(
             model_dir, chief=self.chief, metric=self.validate.metric
         )
         # XLA compiles one device's training only; 'auto' is measured at the first chunk.
-        self.jit_compile = False if distributed else jit_compile
+        self.jit_compile = False if distributed else performance.jit_compile
         self._train_chunk = None
 
     @property
@@ -236,7 +191,8 @@ class Trainer:
     def meta_update(self, batch: TaskBatch | None = None) -> MetaUpdate:
         """The meta-update on `batch` (default: the tasks of meta-update `step`), summed
         over replicas (the same, up to rounding, whatever the replica count: every replica
-        gets the whole batch and takes its share), through the `gradient_transforms`."""
+        gets the whole batch and takes its share), through the optimizer chain's
+        transforms."""
         if batch is None:
             batch = self.draw_tasks(self.step)
         share = functools.partial(  # this replica's share of the meta-batch
@@ -250,7 +206,7 @@ class Trainer:
         loss, inner, grads = sum_over_replicas(self.strategy, share, batch, self.variables)
         # Transformed after the sum, as on one device.
         update = MetaUpdate(loss, inner, grads, tf.constant(1.0))
-        return apply_transforms(self.gradient_transforms, update, self.learner, self.variables)
+        return self.chain.transform(update, self.learner, self.variables)
 
     def _apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
         """One meta-update on `batch`, applied; returns it (its `counted` 1 if it counts
