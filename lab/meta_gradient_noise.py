@@ -107,12 +107,14 @@ def noise(
     if batches < 2:
         raise ValueError(f"--batches must be >= 2 (a variance needs two), got {batches}")
     run = load_run(model_dir, gin_params)
-    bindings = gin.get_bindings("Trainer", resolve_references=False)
-    transforms = bindings.get("gradient_transforms", default("gradient_transforms"))
-    clip_value = next(
-        (t.limit for t in map(evaluate_reference, transforms) if isinstance(t, ClipElementwise)),
-        None,
-    )
+    from viable_tf.training import OptimizerChain
+
+    bindings = gin.get_bindings("OptimizerChain", resolve_references=False)
+    transforms = bindings.get("transforms", OptimizerChain().transforms)
+    transforms = [
+        t if isinstance(t, ClipElementwise) else evaluate_reference(t) for t in transforms
+    ]
+    clip_value = next((t.limit for t in transforms if isinstance(t, ClipElementwise)), None)
     meta_batch_size = run.trainer_settings.get("meta_batch_size", default("meta_batch_size"))
     learner = run.learner
     groups = parts(learner)

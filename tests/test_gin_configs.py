@@ -131,7 +131,7 @@ def test_leo_chains_its_guard_after_both_clips(tmp_path, monkeypatch):
     assert [evaluate_reference(r) for r in chain["transforms"]] == [
         ClipElementwise(0.1),
         ClipEachNorm(0.1),
-        FallBackWhereNonfinite(),
+        FallBackWhereNonfinite(penalty_weight=1e-4),
     ]
 
 

@@ -375,10 +375,10 @@ def test_leo_configs_build(config, config_data, tmp_path, monkeypatch):
         5,
         5,
     )
-    assert trainer.gradient_transforms == (
+    assert trainer.chain.transforms == (
         ClipElementwise(0.1),
         ClipEachNorm(0.1),
-        FallBackWhereNonfinite(),
+        FallBackWhereNonfinite(penalty_weight=1e-4),
     )
     if dim == 640:
         table = LEO_TABLE[shots]
@@ -498,7 +498,9 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
         tasks=tasks,
         learner=lambda **kw: _SometimesNaN(num_latents=8, num_latent_steps=1, **kw),
         meta_batch_size=2,
-        optimizer=OptimizerChain(transforms=(FallBackWhereNonfinite(),) if fall_back else ()),
+        optimizer=OptimizerChain(
+            transforms=(FallBackWhereNonfinite(penalty_weight=1e-4),) if fall_back else ()
+        ),
         evaluation=EvaluationSpec(summary_every=4),
         performance=PerformanceSpec(steps_per_call=12, jit_compile=False),
         show_progress=False,
@@ -514,6 +516,21 @@ def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, confi
     after = {v.path: v.numpy() for v in trainer.variables}
     assert all(np.all(np.isfinite(value)) for value in after.values())
     assert not np.array_equal(after[trainer.learner.decoder_kernel.path], before[4])
+
+
+def test_the_guard_falls_back_to_the_l2_penalty_gradient_as_leos_code():
+    """LEO's fallback update: 1e-4 W for each kernel of its l2 penalty, zero for every
+    other weight (the learning rates, the biases); zero throughout without a weight."""
+    learner = _learner("leo")
+    variables = learner.trainable_variables
+    kernels = {id(w) for w in learner.kernels}
+    assert 0 < len(kernels) < len(variables)
+    fallback = FallBackWhereNonfinite(penalty_weight=1e-4).fallback(learner, variables)
+    for v, g in zip(variables, fallback, strict=True):
+        expected = 1e-4 * v.numpy() if id(v) in kernels else np.zeros(v.shape)
+        np.testing.assert_array_equal(g.numpy(), expected.astype(np.float32), err_msg=v.path)
+    for g in FallBackWhereNonfinite().fallback(learner, variables):
+        assert not np.any(g.numpy())
 
 
 def test_a_residual_learned_loss_from_zero_steps_as_leo_does():

@@ -303,11 +303,6 @@ class Learner(keras.layers.Layer, abc.ABC):
             return state, stacked
         return state
 
-    def fallback_gradients(self, variables) -> list[tf.Tensor]:
-        """The update a trainer's `FallBackWhereNonfinite` applies in place of a
-        non-finite meta-gradient: none (zeros), unless a learner says otherwise."""
-        return [tf.zeros_like(v) for v in variables]
-
     def inner_step(
         self, values: list[tf.Tensor], loss_fn, lrs: Sequence[float | tf.Tensor]
     ) -> tuple[list[tf.Tensor], tf.Tensor]:

@@ -354,13 +354,6 @@ class LEO(Learner):
         """sum over the encoder, relation and decoder kernels of ||W||^2 / 2."""
         return tf.add_n([tf.nn.l2_loss(w) for w in self.kernels])
 
-    def fallback_gradients(self, variables) -> list[tf.Tensor]:
-        """The public code's update where the meta-loss or a gradient is NaN: the gradient
-        of 1e-4 sum ||W||^2 / 2 over the kernels (1e-4 W), which pulls the weights back
-        towards where the loss is defined; zero for the learning rates and any other."""
-        kernels = {id(w) for w in self.kernels}
-        return [1e-4 * v if id(v) in kernels else tf.zeros_like(v) for v in variables]
-
     def orthogonality_penalty(self) -> tf.Tensor:
         """Mean squared difference between the decoder rows' correlation matrix and I."""
         w = self.decoder_kernel  # [L, 2D]

@@ -168,14 +168,29 @@ class ClipEachNorm:
 @dataclasses.dataclass(frozen=True)
 class FallBackWhereNonfinite:
     """LEO's guard (its public code's `grads_and_vars`): where the meta-loss or any
-    gradient is not finite, the update takes the learner's `fallback_gradients` and the
-    losses count as 0 (`counted` 0.0). Without it, training stops at the first
-    non-finite meta-loss."""
+    gradient is not finite, the update takes a fallback gradient instead and the losses
+    count as 0 (`counted` 0.0). Without it, training stops at the first non-finite
+    meta-loss.
 
+    The fallback is zero (no step), or with `penalty_weight` w > 0 the gradient of
+    w * `learner.l2_penalty()` (LEO's: w = 1e-4, sum ||W||^2 / 2 over its kernels, so
+    1e-4 W for each kernel, zero for any other weight), which pulls the weights back
+    towards where the loss is defined, as LEO's public code does."""
+
+    penalty_weight: float = 0.0
     falls_back: ClassVar[bool] = True
 
+    def fallback(self, learner: Learner, variables) -> list[tf.Tensor]:
+        """The update that replaces a non-finite one."""
+        if not self.penalty_weight:
+            return [tf.zeros_like(v) for v in variables]
+        with tf.GradientTape() as tape:
+            penalty = self.penalty_weight * learner.l2_penalty()
+        grads = tape.gradient(penalty, variables)
+        return [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables, strict=True)]
+
     def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
-        fallback = learner.fallback_gradients(variables)
+        fallback = self.fallback(learner, variables)
         loss, inner, grads = update.loss, update.inner, update.grads
         finite = tf.reduce_all(
             tf.stack(
