@@ -21,6 +21,10 @@ import os
 #: The shipped models: name -> what it is. Their figures are in their exports' metadata
 #: (assets.extra/viable_model.json) and in results/records/omniglot_images/.
 MODELS = {
+    "omniglot_protonet_5way1shot": (
+        "the Prototypical Network, Omniglot 5-way 1-shot end to end, the best image "
+        "classifier here (drawings 105 x 105 x 1, 0..1, white background)"
+    ),
     "omniglot_simviable_proto_5way1shot": (
         "simVIABLE with the prototype head, Omniglot 5-way 1-shot end to end (drawings "
         "105 x 105 x 1, 0..1, white background)"
