@@ -9,6 +9,13 @@ kernels, and oneDNN as on a CPU without AVX-512; docs/TESTING.md). The second ru
 the cores the first leaves idle (between files, at its tail) instead of starting after
 it. Its report follows the first's; the exit status is non-zero if either run failed.
 Extra arguments go to both runs.
+
+Each run keeps XLA's compiled programs in a persistent cache of its own for its
+duration (`--tf_xla_persistent_cache_directory`, inherited by every process it starts):
+the same meta-update compiled again, by another test or a command-line run a test
+starts, is read back instead of compiled anew. A program is cached under a fingerprint
+of its HLO and options, so what runs is what a fresh compile would give; each float path
+has its own cache, and the caches are deleted at the end.
 """
 
 import os
@@ -19,19 +26,32 @@ import tempfile
 FLOAT_PATHS = ("TF_ENABLE_ONEDNN_OPTS=0", "ONEDNN_MAX_CPU_ISA=AVX2")
 
 
+def xla_cache(folder: str) -> str:
+    """TF_XLA_FLAGS with XLA's persistent compilation cache in `folder`, beside any
+    flags already set."""
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    return f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
+
+
 def main() -> int:
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
     extra = sys.argv[1:]
+    caches = tempfile.TemporaryDirectory(prefix="viable-xla-cache-")
+    folders = [os.path.join(caches.name, str(i)) for i in range(len(FLOAT_PATHS) + 1)]
     float_paths = [
         *("nice", "-n", "10", pytest, "-q", "-m", "float_sensitive", "--dist", "each"),
-        *(f"--tx=popen//env:{path}" for path in FLOAT_PATHS),
+        *(
+            f"--tx=popen//env:{path}//env:TF_XLA_FLAGS={xla_cache(folder)}"
+            for path, folder in zip(FLOAT_PATHS, folders[1:], strict=True)
+        ),
         *extra,
     ]
-    with tempfile.TemporaryFile("w+") as log:
+    main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0])}
+    with caches, tempfile.TemporaryFile("w+") as log:
         beside = subprocess.Popen(float_paths, stdout=log, stderr=subprocess.STDOUT)
         try:
             main_run = [pytest, "-q", "-n", "2", "--dist", "loadfile", "--durations=25"]
-            status = subprocess.call([*main_run, *extra])
+            status = subprocess.call([*main_run, *extra], env=main_env)
             float_status = beside.wait()
         finally:
             if beside.poll() is None:
