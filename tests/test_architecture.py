@@ -90,6 +90,21 @@ def test_no_module_over_400_lines(package):
     assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
 
 
+def test_learners_do_not_probe_types_or_attributes():
+    """A learner asks what it needs through declared attributes (`steps_context`,
+    `adapts_context`, `head.per_task`, ...), never by isinstance, hasattr or getattr."""
+    probes = []
+    for path in sorted(glob.glob(os.path.join(REPO, "viable_tf", "learners", "*.py"))):
+        for node in ast.walk(ast.parse(_read(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("isinstance", "hasattr", "getattr")
+            ):
+                probes.append(f"{os.path.relpath(path, REPO)}:{node.lineno} {node.func.id}")
+    assert not probes, probes
+
+
 def test_benchmarks_share_timing_and_import_no_script_or_private_name():
     scripts = {
         os.path.splitext(os.path.basename(p))[0]

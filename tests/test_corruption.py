@@ -333,16 +333,10 @@ def test_at_one_shot_every_prototype_is_the_point_itself():
 
 
 def test_an_unknown_prototype_is_refused():
-    from viable_tf.learners import CAVIA
+    from viable_tf.learners import PrototypeHead
 
     with pytest.raises(ValueError, match="prototype must be one of"):
-        CAVIA(
-            input_dim=4,
-            output_dim=3,
-            task_loss="cross_entropy",
-            head="prototypes",
-            prototype="mode",
-        )
+        PrototypeHead(prototype="mode")
 
 
 def test_a_served_request_can_carry_outliers():

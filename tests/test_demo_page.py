@@ -20,7 +20,7 @@ from serving.checks import Limits
 from serving.client import Client
 from serving.server import ServerOptions, options_from_flags
 from viable_tf.export import export_saved_model
-from viable_tf.learners import CAVIA, VIABLE
+from viable_tf.learners import CAVIA, VIABLE, PrototypeHead
 from viable_tf.networks import PredictionNetwork, SimpleLossNetwork, SkipInputs
 from viable_tf.tasks import SineTasks
 from viable_tf.training import EvaluationSpec, PerformanceSpec, Trainer
@@ -303,7 +303,7 @@ def classifier_server(tmp_path_factory):
         num_inner_steps=1,
         inner_lr=0.1,
         task_loss="cross_entropy",
-        head="prototypes",
+        head=PrototypeHead(),
         network=lambda **kw: PredictionNetwork(hidden_units=(32,), features=[SkipInputs()], **kw),
     )
     base = str(tmp_path_factory.mktemp("models") / "glyphs")

@@ -91,13 +91,13 @@ def _viable(loss_cls, learner_cls=VIABLE, context_dim=2):
 def test_one_inner_step_by_hand(make, context, query_prediction):
     learner = make()
     state = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
-    np.testing.assert_allclose(state[0], [[context, context]], rtol=1e-6)
+    np.testing.assert_allclose(state.context, [[context, context]], rtol=1e-6)
     np.testing.assert_allclose(learner.predict(state, BATCH.query_x), [[[query_prediction]]])
 
 
 def test_maml_one_inner_step_by_hand():
     learner = MAML(input_dim=1, output_dim=1, context_dim=0, network=_linear_network)
-    w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
+    w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask).weights
     np.testing.assert_allclose(w, [[[0.45]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[-0.05]], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(
@@ -111,7 +111,7 @@ def test_maml_one_inner_step_by_hand():
 )
 def test_viable_on_maml_one_inner_step_by_hand(loss_cls, weight, bias, query_prediction):
     learner = _viable(loss_cls, MAMLVIABLE, context_dim=0)
-    w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask)
+    w, b = learner.adapt(BATCH.support_x, BATCH.support_y, BATCH.support_mask).weights
     np.testing.assert_allclose(w, [[[weight]]], rtol=1e-6)
     np.testing.assert_allclose(b, [[bias]], rtol=1e-6)
     prediction = learner.predict(AdaptedState(weights=[w, b]), BATCH.query_x)

@@ -118,7 +118,8 @@ def test_one_latent_step_by_hand():
     z0 = _numpy_codes(learner, x, labels)
     loss, grad_w = _numpy_loss_and_weight_gradient(z0 @ decoder, x, labels)
     z1 = z0 - learner.latent_lr.numpy() * (grad_w @ decoder.T)  # dL/dz = dL/dw W_m^T
-    (weights, class_bias), losses = learner.adapt(*batch[:3], return_inner_losses=True)
+    state, losses = learner.adapt(*batch[:3], return_inner_losses=True)
+    weights, class_bias = state.head
     np.testing.assert_allclose(weights[0], z1 @ decoder, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(losses[0, 0], loss, rtol=1e-5)
     np.testing.assert_array_equal(class_bias, np.zeros((1, N)))
@@ -133,7 +134,8 @@ def test_one_finetuning_step_by_hand():
     x, labels, batch = _tiny_task()
     w0 = _numpy_codes(learner, x, labels) @ learner.decoder_kernel.numpy()[:, :D]
     loss, grad_w = _numpy_loss_and_weight_gradient(w0, x, labels)
-    (weights, _), losses = learner.adapt(*batch[:3], return_inner_losses=True)
+    state, losses = learner.adapt(*batch[:3], return_inner_losses=True)
+    weights, _ = state.head
     expected = w0 - learner.finetuning_lr_weights.numpy() * grad_w
     np.testing.assert_allclose(weights[0], expected, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(losses[0, 0], loss, rtol=1e-5)
@@ -214,7 +216,7 @@ def test_the_support_sets_order_changes_nothing(name):
         support_x=tf.gather(batch.support_x, order, axis=1),
         support_y=tf.gather(batch.support_y, order, axis=1),
     )
-    for a, b in zip(learner.adapt(*batch[:3]), learner.adapt(*shuffled[:3]), strict=True):
+    for a, b in zip(learner.adapt(*batch[:3]).head, learner.adapt(*shuffled[:3]).head, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
@@ -230,7 +232,7 @@ def test_padded_points_change_nothing(name):
         batch.query_x,
         batch.query_y,
     )
-    for a, b in zip(learner.adapt(*batch[:3]), learner.adapt(*padded[:3]), strict=True):
+    for a, b in zip(learner.adapt(*batch[:3]).head, learner.adapt(*padded[:3]).head, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # Meta-training's noise is drawn from the real points only: the same loss.
     np.testing.assert_allclose(learner.meta_loss(batch)[0], learner.meta_loss(padded)[0], rtol=1e-5)
@@ -549,5 +551,6 @@ def test_a_residual_learned_loss_from_zero_steps_as_leo_does():
         num_latent_steps=2,
         num_finetuning_steps=2,
     )
-    for ours, theirs in zip(residual.adapt(*batch[:3]), plain.adapt(*batch[:3]), strict=True):
+    ours_state, theirs_state = residual.adapt(*batch[:3]), plain.adapt(*batch[:3])
+    for ours, theirs in zip(ours_state.head, theirs_state.head, strict=True):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)

@@ -58,7 +58,7 @@ def _learner(name, num_inner_steps=2, **kwargs):
         output_dim=N,
         num_inner_steps=num_inner_steps,
         task_loss="cross_entropy",
-        head="prototypes",
+        head=PrototypeHead(),
         network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
         **kwargs,
     )
@@ -196,17 +196,20 @@ def test_an_empty_class_is_never_predicted_and_nothing_is_nan():
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: CAVIA(input_dim=1, output_dim=1, head="prototypes"), "task_loss='cross_entropy'"),
         (
-            lambda: MAML(input_dim=2, output_dim=3, task_loss="cross_entropy", head="centroid"),
-            "head must be one of ['linear', 'prototypes'], got 'centroid'",
+            lambda: CAVIA(input_dim=1, output_dim=1, head=PrototypeHead()),
+            "task_loss='cross_entropy'",
+        ),
+        (
+            lambda: MAML(input_dim=2, output_dim=3, task_loss="cross_entropy", head="prototypes"),
+            r"head must be a Head .*; got 'prototypes'",
         ),
         (
             lambda: CAVIA(
                 input_dim=2,
                 output_dim=3,
                 task_loss="cross_entropy",
-                head="prototypes",
+                head=PrototypeHead(),
                 network=lambda **kw: PredictionNetwork(hidden_units=(), **kw),
             ),
             "needs a hidden layer",
@@ -279,7 +282,7 @@ def test_skip_inputs_start_the_head_at_the_inputs_class_means(name):
         output_dim=N,
         num_inner_steps=0,
         task_loss="cross_entropy",
-        head="prototypes",
+        head=PrototypeHead(),
         network=lambda **kw: PredictionNetwork(hidden_units=(24,), features=[SkipInputs()], **kw),
     )
     batch = _episodes()
@@ -313,7 +316,7 @@ def test_normalized_features_make_a_cosine_head_that_starts_at_the_normalized_cl
         output_dim=N,
         num_inner_steps=0,
         task_loss="cross_entropy",
-        head="prototypes",
+        head=PrototypeHead(),
         network=lambda **kw: PredictionNetwork(
             hidden_units=(24,), features=[SkipInputs(), Normalize()], **kw
         ),
@@ -375,8 +378,7 @@ def test_the_context_scales_the_skipped_inputs_per_task():
         context_dim=8,
         num_inner_steps=2,
         task_loss="cross_entropy",
-        head="prototypes",
-        head_temperature=0.1,
+        head=PrototypeHead(temperature=0.1),
         network=lambda **k: PredictionNetwork(
             hidden_units=(24,),
             features=[SkipInputs(context_scaled=True), Normalize()],
@@ -411,12 +413,11 @@ def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
         context_dim=8,
         num_inner_steps=1,
         task_loss="cross_entropy",
-        head="prototypes",
         network=lambda **kw: PredictionNetwork(hidden_units=(24,), **kw),
     )
-    plain = CAVIA(**common)
+    plain = CAVIA(head=PrototypeHead(), **common)
     keras.utils.set_random_seed(4)
-    warm = CAVIA(head_temperature=10.0, learn_temperature=True, **common)
+    warm = CAVIA(head=PrototypeHead(temperature=10.0, learn_temperature=True), **common)
     batch = _episodes()
     assert "log_head_temperature" in [v.name for v in warm.trainable_variables]
     start = [learner.start_state(*batch[:3]) for learner in (plain, warm)]
@@ -434,41 +435,34 @@ def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     assert float(losses[0].numpy().mean()) > float(
         plain.adapt(*batch[:3], return_inner_losses=True)[1][0].numpy().mean()
     )
-    with pytest.raises(ValueError, match="head_temperature must be > 0, got 0"):
-        CAVIA(head_temperature=0.0, **common)
+    with pytest.raises(ValueError, match=r"PrototypeHead\.temperature must be > 0, got 0"):
+        PrototypeHead(temperature=0.0)
 
 
 @pytest.mark.parametrize("name", ["cavia", "relviable", "maml"])
-def test_a_head_object_is_the_head_its_name_and_options_made(name):
-    """`head=PrototypeHead(...)` (gin: `@PrototypeHead()`) and the learner's own head
-    arguments give the same weights, by the same names, and the same logits."""
+def test_a_head_object_carries_its_options_into_the_learner(name):
+    """`head=PrototypeHead(...)` (gin: `@PrototypeHead()`): its learned temperature is a
+    weight of the learner, and the learner's hyper-parameters report the head's."""
     options = dict(temperature=0.5, learn_temperature=True, prototype="median")
-    by_name = _learner_with(
-        name, head="prototypes", head_temperature=0.5, learn_temperature=True, prototype="median"
-    )
-    by_object = _learner_with(name, head=PrototypeHead(**options))
+    learner = _learner_with(name, head=PrototypeHead(**options))
+    assert any("log_head_temperature" in v.name for v in learner.weights)
     batch = _episodes()
-    logits = [
-        learner.predict(learner.adapt(*batch[:3]), batch.query_x).numpy()
-        for learner in (by_name, by_object)
-    ]
-    np.testing.assert_array_equal(*logits)
-    names = [[v.name for v in learner.weights] for learner in (by_name, by_object)]
-    assert names[0] == names[1] and any("log_head_temperature" in n for n in names[0])
-    assert by_object.hparams() == by_name.hparams()
-    assert by_object.hparams()["head"] == "prototypes"
-    assert by_object.hparams()["prototype"] == "median"
+    logits = learner.predict(learner.adapt(*batch[:3]), batch.query_x).numpy()
+    assert logits.shape == (3, batch.query_x.shape[1], N) and np.all(np.isfinite(logits))
+    assert learner.hparams()["head"] == "prototypes"
+    assert learner.hparams()["prototype"] == "median"
 
 
-def test_a_head_object_takes_its_options_itself():
-    with pytest.raises(ValueError, match=r"give them to PrototypeHead\(...\)"):
-        _learner_with("cavia", head=PrototypeHead(), head_temperature=0.1)
+def test_a_head_is_an_object_that_checks_the_task_loss():
+    with pytest.raises(ValueError, match=r"head must be a Head .*; got 'prototypes'"):
+        CAVIA(input_dim=1, output_dim=1, task_loss="cross_entropy", head="prototypes")
     with pytest.raises(ValueError, match="task_loss='cross_entropy'"):
         CAVIA(input_dim=1, output_dim=1, head=PrototypeHead())
-    with pytest.raises(ValueError, match="head_temperature must be > 0"):
+    with pytest.raises(ValueError, match=r"PrototypeHead\.temperature must be > 0"):
         PrototypeHead(temperature=0.0)
-    plain = CAVIA(input_dim=1, output_dim=1, head=LinearHead())
+    plain = CAVIA(input_dim=1, output_dim=1)
     assert plain.head.name == "linear" and plain.adapts_context and plain.every_class_reason is None
+    assert CAVIA(input_dim=1, output_dim=1, head=LinearHead()).head.name == "linear"
 
 
 def _learner_with(name, **head):

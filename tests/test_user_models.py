@@ -19,7 +19,7 @@ from serving.client import Client
 from serving.server import ServerOptions
 from viable_tf.cli.common import parse_gin
 from viable_tf.export import export_saved_model
-from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, PrototypeHead
 from viable_tf.networks import (
     FiLM,
     PredictionNetwork,
@@ -230,7 +230,7 @@ def test_a_conv_net_with_film_adapts_its_context_on_images():
     support_x = tf.constant(rng.normal(size=(2, 6, 64)), tf.float32)
     support_y = tf.constant(np.tile(np.arange(3).repeat(2), (2, 1)), tf.int32)
     mask = tf.ones([2, 6], tf.bool)
-    (context,) = learner.adapt(support_x, support_y, mask)
+    context = learner.adapt(support_x, support_y, mask).context
     assert context.shape == (2, 6) and np.any(context.numpy() != 0)
     # And with the prototype head: `build` gets output_dim=None and returns features.
     proto = CAVIA(
@@ -238,7 +238,7 @@ def test_a_conv_net_with_film_adapts_its_context_on_images():
         output_dim=3,
         context_dim=6,
         task_loss="cross_entropy",
-        head="prototypes",
+        head=PrototypeHead(),
         network=keras_network(conv_film),
     )
     assert proto.network.feature_dim == 2 * 2 * 8  # 8 x 8 pooled twice, 8 channels

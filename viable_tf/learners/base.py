@@ -42,9 +42,7 @@ class AdaptedState:
       class bias [B, N]).
 
     It nests (tf.nest, tf.cond) as its tensors, flat in the order `weights`, `context`,
-    `head`; iterating or indexing a state gives the same flat tensors (CAVIA's
-    `state[0]` is phi, MAML's `w, b = state` its two weights), the layout the state
-    had as a plain list, kept for code written against it.
+    `head` (`tensors()`); its parts are read by name.
     """
 
     __slots__ = ("context", "head", "weights")
@@ -79,15 +77,6 @@ class AdaptedState:
             *(["head" in names] * len(self.head)),
         ]
 
-    def __iter__(self):
-        return iter(self.tensors())
-
-    def __len__(self) -> int:
-        return len(self.tensors())
-
-    def __getitem__(self, index):
-        return self.tensors()[index]
-
     def __repr__(self) -> str:
         return (
             f"AdaptedState(context={self.context!r}, weights={self.weights!r}, head={self.head!r})"
@@ -108,7 +97,6 @@ class AdaptedState:
         return cls(context=context, weights=weights, head=tensors[:num_head])
 
 
-State = AdaptedState
 #: The parts of an AdaptedState.
 STATE_PARTS = ("weights", "context", "head")
 
@@ -130,6 +118,9 @@ class Learner(keras.layers.Layer, abc.ABC):
     #: Whether the adapted state is a task context phi [B, C] alone (CAVIA, VIABLE),
     #: which a server can return and reuse; MAML adapts weights.
     adapts_context: bool = False
+    #: Whether the inner loop steps a task context phi [B, C] under any head (CAVIA and
+    #: VIABLE on it; with a per-task head the state holds the head too).
+    steps_context: bool = False
     # What every learner exposes, declared here with the value of a learner that does
     # not have it; a learner that has one sets it in its own constructor.
     #: C, the size of the task context phi the learner adapts (0: none).
@@ -209,7 +200,7 @@ class Learner(keras.layers.Layer, abc.ABC):
             "inner_steps": self.num_inner_steps,
             "inner_lr": self.inner_lr,
             "first_order": self.first_order,
-            "init": getattr(self.network, "init", "custom"),  # a user's network has none
+            "init": self._network_init(),
             "activation": "none",  # the loss network's; a fixed task loss has none
             "head": self.head.name,
             "inner_task_loss": self.inner_task_loss_name or self.task_loss_name,
@@ -217,13 +208,21 @@ class Learner(keras.layers.Layer, abc.ABC):
             **({"learned_inner_lr": True} if self.learned_inner_lr else {}),
         }
 
+    def _network_init(self) -> str:
+        """How the prediction network's weights started ('torch', 'keras'), or 'custom'
+        for a user's network, which does not say."""
+        try:
+            return self.network.init
+        except AttributeError:
+            return "custom"
+
     @abc.abstractmethod
-    def initial_state(self, batch_size: tf.Tensor) -> State:
+    def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:
         """The state every task starts adapting from (e.g. phi_0 = 0), leading axis B."""
 
     def start_state(
         self, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
-    ) -> State:
+    ) -> AdaptedState:
         """The state a task's inner loop starts from: `initial_state`, unless the learner
         starts it from the support set (the prototype head does)."""
         return self.initial_state(tf.shape(support_x)[0])
@@ -234,11 +233,15 @@ class Learner(keras.layers.Layer, abc.ABC):
     adapted_parts: tuple[str, ...] = STATE_PARTS
 
     @abc.abstractmethod
-    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+    def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         """Predictions of the adapted model: x [B, P, D] -> y_hat [B, P, Y]."""
 
     def inner_loss(
-        self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
+        self,
+        state: AdaptedState,
+        support_x: tf.Tensor,
+        support_y: tf.Tensor,
+        support_mask: tf.Tensor,
     ) -> tf.Tensor:
         """The loss minimised in the inner loop, per task [B]: the true task loss (or the
         robust `inner_task_loss` in its place) unless a learner says otherwise (VIABLE's
@@ -246,7 +249,11 @@ class Learner(keras.layers.Layer, abc.ABC):
         return self._support_mean(self.inner_task_loss, state, support_x, support_y, support_mask)
 
     def support_loss(
-        self, state: State, support_x: tf.Tensor, support_y: tf.Tensor, support_mask: tf.Tensor
+        self,
+        state: AdaptedState,
+        support_x: tf.Tensor,
+        support_y: tf.Tensor,
+        support_mask: tf.Tensor,
     ) -> tf.Tensor:
         """The true task loss L_T on the support set, per task [B]."""
         return self._support_mean(self.task_loss, state, support_x, support_y, support_mask)
@@ -279,10 +286,13 @@ class Learner(keras.layers.Layer, abc.ABC):
         state = self.start_state(support_x, support_y, support_mask)
         stepped = state.in_parts(self.adapted_parts)  # per tensor of the state
 
-        def with_adapted(adapted: list[tf.Tensor]) -> State:
+        def with_adapted(adapted: list[tf.Tensor]) -> AdaptedState:
             """The state with the tensors of its adapted parts replaced by `adapted`."""
             entries = iter(adapted)
-            tensors = [next(entries) if step else t for t, step in zip(state, stepped, strict=True)]
+            tensors = [
+                next(entries) if step else t
+                for t, step in zip(state.tensors(), stepped, strict=True)
+            ]
             return tf.nest.pack_sequence_as(state, tensors)
 
         losses = []
@@ -290,7 +300,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         lrs = self.inner_lrs if self.learned_inner_lr else [self.inner_lr] * num_stepped
         for _ in range(self.num_inner_steps):
             adapted, loss = self.inner_step(
-                [t for t, step in zip(state, stepped, strict=True) if step],
+                [t for t, step in zip(state.tensors(), stepped, strict=True) if step],
                 lambda adapted: self.inner_loss(
                     with_adapted(adapted), support_x, support_y, support_mask
                 ),
@@ -325,7 +335,7 @@ class Learner(keras.layers.Layer, abc.ABC):
     def _inner_gradient(self, grad: tf.Tensor) -> tf.Tensor:
         return tf.stop_gradient(grad) if self.first_order else grad
 
-    def query_loss(self, batch: TaskBatch, state: State) -> tf.Tensor:
+    def query_loss(self, batch: TaskBatch, state: AdaptedState) -> tf.Tensor:
         """The true task loss on each task's query set, [B]."""
         point_loss = self.task_loss(self.predict(state, batch.query_x), batch.query_y)  # [B, Q]
         return tf.reduce_mean(point_loss, axis=1)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.learners.base import AdaptedState, Learner, State
+from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.heads import Head, build_network, make_head
 from viable_tf.networks.prediction import PredictionNetwork
 
@@ -27,12 +27,12 @@ from viable_tf.networks.prediction import PredictionNetwork
 class CAVIA(Learner):
     """CAVIA: the shared weights theta are meta-learned; phi [B, C] is adapted per task.
 
-    `head` is a Head (learners/heads.py) or its name; `head_temperature`,
-    `learn_temperature` and `prototype` configure a head given by name ('prototypes').
+    `head` is a Head (learners/heads.py; None: the network's own output layer).
     """
 
     base_name = "cavia"
     adapts_context = True
+    steps_context = True
     adapted_parts = ("context",)  # a per-task head stays as the support set made it
 
     def __init__(
@@ -46,10 +46,7 @@ class CAVIA(Learner):
         first_order: bool = False,
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
-        head: str | Head = "linear",
-        head_temperature: float = 1.0,
-        learn_temperature: bool = False,
-        prototype: str = "mean",
+        head: Head | None = None,
         adapt_head: bool = False,
         **kwargs,
     ) -> None:
@@ -65,13 +62,7 @@ class CAVIA(Learner):
         if context_dim < 1:
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
-        self.head = make_head(
-            head,
-            task_loss,
-            temperature=head_temperature,
-            learn_temperature=learn_temperature,
-            prototype=prototype,
-        )
+        self.head = make_head(head, task_loss)
         self.head.build(self)  # its weights before the network's, as they always were
         # f_{phi, theta}; under a per-task head g_{phi, theta}, the features under it.
         self.network = build_network(self, network, self.head)
@@ -91,12 +82,12 @@ class CAVIA(Learner):
                 )
         self.build_inner_lrs([(self.context_dim,)])  # Meta-SGD: alpha [C]
 
-    def initial_state(self, batch_size: tf.Tensor) -> State:
+    def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:
         context = tf.zeros(tf.stack([batch_size, self.context_dim]))  # phi_0 = 0, [B, C]
         head = self.head.empty(batch_size, self.network, self.output_dim)
         return AdaptedState(context=context, head=head)
 
-    def start_state(self, support_x, support_y, support_mask) -> State:
+    def start_state(self, support_x, support_y, support_mask) -> AdaptedState:
         context = tf.zeros(tf.stack([tf.shape(support_x)[0], self.context_dim]))  # phi_0
         head = self.head.start(
             lambda: self.network(support_x, context),  # [B, K, H]
@@ -109,5 +100,5 @@ class CAVIA(Learner):
     def hparams(self) -> dict[str, str | int | float | bool]:
         return {**super().hparams(), "adapt_head": self.adapt_head}
 
-    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+    def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         return self.head.apply(self.network(x, state.context), state.head)

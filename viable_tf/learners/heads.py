@@ -12,10 +12,7 @@ Chosen in gin by reference:
 
 A head is plain Python, not a Keras layer: a weight it has (a learned temperature) is
 the learner's (`build`, through `learner_weight`, which makes it an attribute of the
-learner so that checkpoints and exports hold it), so checkpoints and the order in which
-weights are created are those of the learner with the head's options as its own
-arguments, which the learners still take for configs written so (`head='prototypes'`,
-`head_temperature=...`).
+learner so that checkpoints and exports hold it).
 
 Adding a head: subclass `Head`, say whether the network keeps its output layer, and give
 `empty` (the state with no support set), `start` (from the support set's features) and
@@ -142,7 +139,7 @@ class PrototypeHead(Head):
         self, temperature: float = 1.0, learn_temperature: bool = False, prototype: str = "mean"
     ) -> None:
         if not temperature > 0:
-            raise ValueError(f"head_temperature must be > 0, got {temperature}")
+            raise ValueError(f"PrototypeHead.temperature must be > 0, got {temperature}")
         self.initial_temperature = float(temperature)
         self.learn_temperature = learn_temperature
         self.prototype = prototypes.check_prototype(prototype)
@@ -151,7 +148,7 @@ class PrototypeHead(Head):
     def check(self, task_loss: str) -> None:
         if task_loss != "cross_entropy":
             raise ValueError(
-                f"head='prototypes' is a classifier's output layer (class means); "
+                f"PrototypeHead is a classifier's output layer (class means); "
                 f"it needs task_loss='cross_entropy', got {task_loss!r}"
             )
 
@@ -176,9 +173,16 @@ class PrototypeHead(Head):
             features(), support_y, support_mask, num_classes, self.prototype
         )
 
+    def tau(self) -> tf.Tensor | float | None:
+        """The logits' divisor: exp of the learned log tau, the fixed temperature, or None
+        at the plain class-mean logits (1)."""
+        if self.learn_temperature:
+            return tf.exp(self.temperature)
+        return None if self.temperature == 1.0 else self.temperature
+
     def apply(self, outputs, state):
         kernel, bias = state
-        return prototypes.apply_head(outputs, kernel, bias, self.temperature)
+        return prototypes.apply_head(outputs, kernel, bias, self.tau())
 
 
 @gin.configurable
@@ -222,36 +226,17 @@ class SteppedLinearHead(Head):
         return prototypes.apply_head(outputs, kernel, bias)
 
 
-#: A head by the name the learners' `head` argument takes.
-HEADS: dict[str, type[Head]] = {"linear": LinearHead, "prototypes": PrototypeHead}
-
-
-def make_head(
-    head: str | Head,
-    task_loss: str,
-    *,
-    temperature: float = 1.0,
-    learn_temperature: bool = False,
-    prototype: str = "mean",
-) -> Head:
-    """A learner's head: `head` itself, or the one its name says with the learner's own
-    head arguments (configs written before heads were objects); checked against the task
-    loss. A head object takes its options itself: they are refused beside it."""
-    if isinstance(head, Head):
-        given = (temperature, learn_temperature, prototype) != (1.0, False, "mean")
-        if given:
-            raise ValueError(
-                "head_temperature, learn_temperature and prototype belong to the head: "
-                f"give them to {type(head).__name__}(...)"
-            )
-    elif head not in HEADS:
-        raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
-    elif head == "prototypes":
-        head = PrototypeHead(temperature, learn_temperature, prototype)
-    else:
-        prototypes.check_prototype(prototype)
-        head = LinearHead()
-    head.check(task_loss)
+def make_head(head: Head | None, task_loss: str) -> Head:
+    """A learner's head: `head` (None: the network's own output layer, `LinearHead`),
+    checked against the task loss."""
+    head = LinearHead() if head is None else head
+    try:
+        check = head.check
+    except AttributeError:
+        raise ValueError(
+            f"head must be a Head (learners/heads.py), such as PrototypeHead(); got {head!r}"
+        ) from None
+    check(task_loss)
     return head
 
 

@@ -52,7 +52,7 @@ import tensorflow as tf
 from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import AdaptedState, Learner, State
+from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.ops import RNG_ALG, masked_mean
 from viable_tf.ops import uniform as stateless_uniform
@@ -281,13 +281,13 @@ class LEO(Learner):
         weights, _ = self._sample(mean, s, offset=glorot)
         return weights
 
-    def initial_state(self, batch_size: tf.Tensor) -> State:
+    def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:
         """No support set: no class has a code, every class is empty (uniform)."""
         weights = tf.zeros(tf.stack([batch_size, self.output_dim, self.input_dim]))
         class_bias = tf.fill(tf.stack([batch_size, self.output_dim]), EMPTY_CLASS_BIAS)
         return AdaptedState(head=(weights, class_bias))
 
-    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+    def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         weights, class_bias = state.head
         return tf.einsum("bpd,bnd->bpn", self._dropout(x), weights) + class_bias[:, None, :]
 

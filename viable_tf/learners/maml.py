@@ -16,7 +16,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.learners.base import AdaptedState, Learner, State
+from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.heads import Head, build_network, make_head
 from viable_tf.networks.prediction import PredictionNetwork
 
@@ -38,10 +38,7 @@ class MAML(Learner):
         first_order: bool = False,
         task_loss: str = "mse",
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
-        head: str | Head = "linear",
-        head_temperature: float = 1.0,
-        learn_temperature: bool = False,
-        prototype: str = "mean",
+        head: Head | None = None,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -56,13 +53,7 @@ class MAML(Learner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.head = make_head(
-            head,
-            task_loss,
-            temperature=head_temperature,
-            learn_temperature=learn_temperature,
-            prototype=prototype,
-        )
+        self.head = make_head(head, task_loss)
         self.head.build(self)  # its weights before the network's, as they always were
         self.network = build_network(self, network, self.head)
         if self.learned_inner_lr and self.head.per_task:
@@ -75,7 +66,7 @@ class MAML(Learner):
         context = [(self.context_dim,)] if self.context_dim else []
         self.build_inner_lrs([tuple(w.shape) for w in self.network.params] + context)
 
-    def initial_state(self, batch_size: tf.Tensor) -> State:
+    def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:
         """Per-task copies of theta, (phi), (the head's kernel and bias)."""
         # theta copied per task: [B, *w.shape]; the tile keeps the meta-gradient path.
         weights = tuple(
@@ -86,7 +77,7 @@ class MAML(Learner):
         head = self.head.empty(batch_size, self.network, self.output_dim)
         return AdaptedState(context=context, weights=weights, head=head)
 
-    def start_state(self, support_x, support_y, support_mask) -> State:
+    def start_state(self, support_x, support_y, support_mask) -> AdaptedState:
         state = self.initial_state(tf.shape(support_x)[0])
         head = self.head.start(
             # The shared theta (not its per-task copies): [B, K, H].
@@ -97,6 +88,6 @@ class MAML(Learner):
         )
         return state.replace(head=head)
 
-    def predict(self, state: State, x: tf.Tensor) -> tf.Tensor:
+    def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         out = self.network.forward(state.weights, x, state.context)  # phi, or None
         return self.head.apply(out, state.head)

@@ -10,7 +10,7 @@ points only, masks respected):
 
 so before any inner step the argmax is the nearest class mean (squared Euclidean). The
 meta-gradient flows through the means into the network. A learner chooses it with
-`head=PrototypeHead()` (learners/heads.py; by name, `head='prototypes'`); the paper's
+`head=PrototypeHead()` (learners/heads.py); the paper's
 plain output layer is the default.
 
 The logits may be divided by a temperature tau (`PrototypeHead.temperature`, default 1:
@@ -36,11 +36,6 @@ MEDIAN_ITERATIONS = 10  # Weiszfeld steps from the mean
 MEDIAN_EPSILON = 1e-6  # a distance below which a point's weight stops growing
 #: The bias of a class without support points: far below any real class's logit.
 EMPTY_CLASS_BIAS = -1e9
-
-
-def temperature_value(temperature) -> tf.Tensor | float:
-    """tau from what head_temperature made (a float, or log tau as a variable)."""
-    return temperature if isinstance(temperature, float) else tf.exp(temperature)
 
 
 def class_members(
@@ -127,9 +122,9 @@ def prototype_head(
 
 
 def apply_head(
-    features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor, temperature=1.0
+    features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor, tau: tf.Tensor | float | None = None
 ) -> tf.Tensor:
-    """features [B, P, H], kernel [B, H, N], bias [B, N] -> logits [B, P, N] / tau."""
+    """features [B, P, H], kernel [B, H, N], bias [B, N] -> logits [B, P, N] / tau (None:
+    not divided)."""
     logits = tf.matmul(features, kernel) + bias[:, None, :]
-    tau = temperature_value(temperature)
-    return logits if isinstance(tau, float) and tau == 1.0 else logits / tau
+    return logits if tau is None else logits / tau

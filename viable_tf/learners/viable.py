@@ -108,7 +108,7 @@ class LearnedInnerLoss:
         if pair_inputs not in PAIR_INPUTS:
             raise ValueError(f"pair_inputs must be one of {PAIR_INPUTS}, got {pair_inputs!r}")
         self.pair_inputs = pair_inputs
-        if gradient_agreement and not isinstance(self, CAVIA):
+        if gradient_agreement and not self.steps_context:
             raise ValueError(
                 "gradient_agreement=True needs a learner that adapts a context phi "
                 "(VIABLE on CAVIA)"
@@ -130,16 +130,20 @@ class LearnedInnerLoss:
         """How many numbers of each point's input the loss network sees: D, or H."""
         if self.pair_inputs == "x":
             return self.input_dim  # D
-        if isinstance(self, CAVIA) and self.head.per_task:
+        if self.steps_context and self.head.per_task:
             return self.network.feature_dim  # H: the network ends where the head starts
-        if not self.adapts_context or not hasattr(self.network, "call_with_penultimate"):
-            raise ValueError(
-                "pair_inputs='penultimate' needs VIABLE on CAVIA, with a per-task head "
-                "(the network ends at its features) or with the plain output layer and a "
-                "network that gives its penultimate features (keras_network of a "
-                "functional model)"
-            )
-        return self.network.penultimate_dim  # H; builds the two-output model now
+        needs = (
+            "pair_inputs='penultimate' needs VIABLE on CAVIA, with a per-task head "
+            "(the network ends at its features) or with the plain output layer and a "
+            "network that gives its penultimate features (keras_network of a "
+            "functional model)"
+        )
+        if not self.adapts_context:
+            raise ValueError(needs)
+        try:
+            return self.network.penultimate_dim  # H; builds the two-output model now
+        except AttributeError:
+            raise ValueError(needs) from None
 
     @property
     def variant(self) -> str:

@@ -14,7 +14,7 @@ learners use (the same as `PredictionNetwork`'s): `network(x, context)` on [B, P
 points, and, for MAML and VIABLE on MAML, `params` and `forward(params, x, context)`,
 which runs the model *functionally* on weights given as tensors (Keras 3's
 `stateless_call`), shared or one copy per task with a leading B axis: no copy of the
-model per task. With the prototype head (`head='prototypes'`) `build` gets
+model per task. With the prototype head (`head=PrototypeHead()`) `build` gets
 `output_dim=None` and returns the features the head starts from, [N, F].
 
 For image models, `FiLM` turns phi into a per-channel scale and shift of a feature map,
