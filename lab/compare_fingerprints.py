@@ -35,6 +35,10 @@ def main() -> int:
     for name in sorted(os.listdir(before_dir)):
         if not name.endswith(".json"):
             continue
+        if not os.path.exists(os.path.join(after_dir, name)):
+            print(f"{name[:-5]}: not in {after_dir}")
+            status = 1
+            continue
         with open(os.path.join(before_dir, name)) as f:
             before = json.load(f)
         with open(os.path.join(after_dir, name)) as f:
