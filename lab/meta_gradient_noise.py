@@ -96,11 +96,10 @@ def noise(
     model_dir: str, which: str, batches: int, seed: int, gin_params: tuple[str, ...]
 ) -> list[dict]:
     """One entry per checkpoint: {'step', 'query_loss', 'parts': {part: statistics}}."""
-    import gin
     import tensorflow as tf
 
     from lab.loss_network_anatomy import _checkpoints
-    from viable_tf.config import evaluate_reference, load_run
+    from viable_tf.config import load_run
     from viable_tf.ops import seed_for
     from viable_tf.training.meta_gradient import ClipElementwise, weighted_gradients
 
@@ -109,11 +108,7 @@ def noise(
     run = load_run(model_dir, gin_params)
     from viable_tf.training import OptimizerChain
 
-    bindings = gin.get_bindings("OptimizerChain", resolve_references=False)
-    transforms = bindings.get("transforms", OptimizerChain().transforms)
-    transforms = [
-        t if isinstance(t, ClipElementwise) else evaluate_reference(t) for t in transforms
-    ]
+    transforms = OptimizerChain().transforms  # the run's chain, as its config binds it
     clip_value = next((t.limit for t in transforms if isinstance(t, ClipElementwise)), None)
     meta_batch_size = run.trainer_settings.get("meta_batch_size", default("meta_batch_size"))
     learner = run.learner

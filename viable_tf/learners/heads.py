@@ -48,8 +48,6 @@ class Head(abc.ABC):
     per_task: bool = False
     #: How a class's prototype is made (a prototype head's; 'mean' for any other).
     prototype: str = "mean"
-    #: tau, the logits' divisor: a float, or log tau as the learner's weight (None: none).
-    temperature: float | tf.Variable | None = None
     #: Why a task needs a real support point of every class, or None.
     every_class_reason: str | None = None
 
