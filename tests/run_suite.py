@@ -3,12 +3,11 @@
     .venv/bin/python tests/run_suite.py [PYTEST_ARGS ...]
 
 every test on both cores (`pytest -n 2 --dist loadfile`, with its 25 slowest tests
-listed) and, at the same time at a
-lower priority, the `float_sensitive` tests again on two other float paths (Eigen's
-kernels, and oneDNN as on a CPU without AVX-512; docs/TESTING.md). The second run takes
-the cores the first leaves idle (between files, at its tail) instead of starting after
-it. Its report follows the first's; the exit status is non-zero if either run failed.
-Extra arguments go to both runs.
+listed) and, at the same time at a lower priority, the `float_sensitive` tests again on
+the other float paths: Eigen's kernels, and oneDNN as on a CPU without AVX-512 where this
+CPU has more (docs/TESTING.md). The second run takes the cores the first leaves idle
+(between files, at its tail) instead of starting after it. Its report follows the
+first's; the exit status is non-zero if either run failed. Extra arguments go to both runs.
 
 Each run keeps XLA's compiled programs in a persistent cache of its own for its
 duration (`--tf_xla_persistent_cache_directory`, inherited by every process it starts):
@@ -25,6 +24,30 @@ import tempfile
 
 FLOAT_PATHS = ("TF_ENABLE_ONEDNN_OPTS=0", "ONEDNN_MAX_CPU_ISA=AVX2")
 
+#: CPU flags (Linux's /proc/cpuinfo names) that give oneDNN kernels above AVX2 for float32.
+ABOVE_AVX2 = ("avx512f", "avx_vnni", "avx_ne_convert", "amx_tile")
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+    """The first processor's flags; empty where the file is missing or has none."""
+    try:
+        with open(cpuinfo) as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def float_paths(flags: set[str]) -> tuple[str, ...]:
+    """The float paths to run the float_sensitive tests on beside the main run. On a CPU
+    whose best oneDNN kernels are AVX2's, `ONEDNN_MAX_CPU_ISA=AVX2` is the path the main
+    run already takes, so it is left out (where the flags cannot be read, it stays)."""
+    if flags and not flags & set(ABOVE_AVX2):
+        return tuple(path for path in FLOAT_PATHS if not path.startswith("ONEDNN_MAX_CPU_ISA"))
+    return FLOAT_PATHS
+
 
 def xla_cache(folder: str) -> str:
     """TF_XLA_FLAGS with XLA's persistent compilation cache in `folder`, beside any
@@ -37,18 +60,19 @@ def main() -> int:
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
     extra = sys.argv[1:]
     caches = tempfile.TemporaryDirectory(prefix="viable-xla-cache-")
-    folders = [os.path.join(caches.name, str(i)) for i in range(len(FLOAT_PATHS) + 1)]
-    float_paths = [
+    paths = float_paths(cpu_flags())
+    folders = [os.path.join(caches.name, str(i)) for i in range(len(paths) + 1)]
+    beside_run = [
         *("nice", "-n", "10", pytest, "-q", "-m", "float_sensitive", "--dist", "each"),
         *(
             f"--tx=popen//env:{path}//env:TF_XLA_FLAGS={xla_cache(folder)}"
-            for path, folder in zip(FLOAT_PATHS, folders[1:], strict=True)
+            for path, folder in zip(paths, folders[1:], strict=True)
         ),
         *extra,
     ]
     main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0])}
     with caches, tempfile.TemporaryFile("w+") as log:
-        beside = subprocess.Popen(float_paths, stdout=log, stderr=subprocess.STDOUT)
+        beside = subprocess.Popen(beside_run, stdout=log, stderr=subprocess.STDOUT)
         try:
             main_run = [pytest, "-q", "-n", "2", "--dist", "loadfile", "--durations=25"]
             status = subprocess.call([*main_run, *extra], env=main_env)
@@ -57,7 +81,7 @@ def main() -> int:
             if beside.poll() is None:
                 beside.kill()
         log.seek(0)
-        print(f"\nThe float_sensitive tests on {' and '.join(FLOAT_PATHS)}:", flush=True)
+        print(f"\nThe float_sensitive tests on {' and '.join(paths)}:", flush=True)
         sys.stdout.write(log.read())
     return status or float_status
 
