@@ -411,3 +411,12 @@ def test_the_drivers_report_holds_every_finished_run_whichever_invocation_traine
     assert "| Prototypical Network |  | 98.0 ± 1.0 |" in text
     assert "| Prototypical Network | 98.1 ± 1.0 |" in text  # the sweep at K = 1
     assert "| MAML | 88.1" not in text  # an unfinished sweep is no row
+
+
+def test_every_method_the_driver_runs_has_a_label_in_its_report():
+    """The report names each run's method (omniglot.LABELS); a method without a label
+    would end a finished run's driver with a KeyError as it writes results.md."""
+    from viable_tf.experiments import omniglot, omniglot_conv
+
+    for method in (*omniglot_conv.METHODS, *omniglot_conv.MORE_METHODS):
+        assert omniglot.LABELS.get(method), method

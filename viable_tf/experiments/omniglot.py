@@ -67,6 +67,19 @@ LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": 
 # End to end (gin/omniglot_conv/): the conv net's prototype head with no inner steps.
 LABELS["protonet"] = "Prototypical Network"
 LABELS["relviable_leaky"] = "relVIABLE, leaky-ReLU pairs"
+LABELS.update({f"{m}_stepped": f"{LABELS[m]}, stepped head" for m in PLAIN})
+# The paper's comparators (gin/omniglot_conv/): docs/method.md §10.
+LABELS.update(
+    {
+        "metasgd_cavia": "Meta-SGD on CAVIA",
+        "metasgd_maml": "Meta-SGD on MAML",
+        "metasgd_simviable": "simVIABLE at Meta-SGD's step",
+        "matching": "Matching Networks",
+        "matching_fce": "Matching Networks, full-context embeddings",
+        "r2d2": "R2-D2 (ridge-regression head)",
+        "metaoptnet_svm": "MetaOptNet-SVM",
+    }
+)
 
 
 def read_json(path: str) -> dict:
