@@ -386,6 +386,23 @@ TABLES = {
             (E2E, "20way1shot", "relviable_stepped_residual", "cavia_stepped"),
         ]
     ),
+    "images_comparators_paired": Paired(
+        [
+            (E2E, setting, a, b)
+            for setting in ("5way1shot", "5way5shot")
+            for a, b in (
+                ("r2d2", "protonet"),
+                ("metaoptnet_svm", "protonet"),
+                ("matching", "protonet"),
+                ("matching_fce", "matching"),
+                ("metasgd_cavia", "cavia"),
+                ("simviable", "metasgd_cavia"),
+                ("metasgd_simviable", "simviable"),
+                ("metasgd_maml", "maml"),
+            )
+        ],
+        pending=True,
+    ),
     "sine_step": Table(
         SP,
         [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
