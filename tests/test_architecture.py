@@ -105,6 +105,25 @@ def test_learners_do_not_probe_types_or_attributes():
     assert not probes, probes
 
 
+def test_learners_call_no_method_past_the_mro():
+    """`Base.method(self, ...)` skips what a subclass (or a mixin before Base) defines:
+    a learner calls `self.method` or `super().method` instead."""
+    calls = []
+    for path in sorted(glob.glob(os.path.join(REPO, "viable_tf", "learners", "*.py"))):
+        for node in ast.walk(ast.parse(_read(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id[:1].isupper()
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == "self"
+            ):
+                calls.append(f"{os.path.relpath(path, REPO)}:{node.lineno} {node.func.value.id}")
+    assert not calls, calls
+
+
 def test_benchmarks_share_timing_and_import_no_script_or_private_name():
     scripts = {
         os.path.splitext(os.path.basename(p))[0]

@@ -293,18 +293,22 @@ class LEO(Learner):
 
     # -- the inner loop --------------------------------------------------------------
 
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+    def summed_task_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         """The task loss summed over each task's real support points [B] (the public
         code differentiates its per-point losses, i.e. their sum)."""
         return summed(self.support_loss(state, support_x, support_y, support_mask), support_mask)
+
+    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+        """LEO's inner loss [B]: the summed task loss."""
+        return self.summed_task_loss(state, support_x, support_y, support_mask)
 
     def latent_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         """The loss of the latent-space steps [B]."""
         return self.inner_loss(state, support_x, support_y, support_mask)
 
     def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        """The loss of the fine-tuning steps [B]: the task loss."""
-        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
+        """The loss of the fine-tuning steps [B]: the summed task loss."""
+        return self.summed_task_loss(state, support_x, support_y, support_mask)
 
     def _step(self, value, loss_fn, lr):
         """One inner step of one tensor (Learner.inner_step)."""

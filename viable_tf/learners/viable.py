@@ -311,7 +311,7 @@ class LEOVIABLE(LearnedInnerLoss, LEO):
     def finetuning_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
         if self.learned_finetuning:
             return self.inner_loss(state, support_x, support_y, support_mask)
-        return LEO.inner_loss(self, state, support_x, support_y, support_mask)
+        return self.summed_task_loss(state, support_x, support_y, support_mask)
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         return {**super().hparams(), "learned_finetuning": self.learned_finetuning}
