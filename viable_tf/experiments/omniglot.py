@@ -30,6 +30,7 @@ import sys
 import time
 
 from viable_tf.cli.common import UsageError, module_command, run_main
+from viable_tf.experiments.labels import LABELS  # the reports' names (omniglot.LABELS)
 from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
 
@@ -48,38 +49,6 @@ METHODS = (
 )
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 SWEEP_SHOTS = tuple(range(1, 10))
-LABELS = {  # every method with configs in gin/omniglot/; METHODS run by default
-    "cavia": "CAVIA",
-    "simviable": "simVIABLE",
-    "relviable": "relVIABLE",
-    "maml": "MAML",
-    "attviable": "attVIABLE",
-    "maml_simviable": "MAML+simVIABLE",
-    "maml_relviable": "MAML+relVIABLE",
-}
-# The same methods with the prototype head: gin/omniglot/<method>_proto_*.gin.
-PLAIN = dict(LABELS)
-LABELS.update({f"{method}_proto": f"{label}, prototype head" for method, label in PLAIN.items()})
-# ... and with the cosine prototype head: gin/omniglot/<method>_cosine_*.gin.
-LABELS.update({f"{method}_cosine": f"{label}, cosine head" for method, label in PLAIN.items()})
-# LEO and VIABLE on LEO: gin/omniglot/leo*_*.gin; LEO's own head, no '_proto'.
-LABELS.update({"leo": "LEO", "leo_simviable": "LEO+simVIABLE", "leo_relviable": "LEO+relVIABLE"})
-# End to end (gin/omniglot_conv/): the conv net's prototype head with no inner steps.
-LABELS["protonet"] = "Prototypical Network"
-LABELS["relviable_leaky"] = "relVIABLE, leaky-ReLU pairs"
-LABELS.update({f"{m}_stepped": f"{LABELS[m]}, stepped head" for m in PLAIN})
-# The paper's comparators (gin/omniglot_conv/): docs/method.md §10.
-LABELS.update(
-    {
-        "metasgd_cavia": "Meta-SGD on CAVIA",
-        "metasgd_maml": "Meta-SGD on MAML",
-        "metasgd_simviable": "simVIABLE at Meta-SGD's step",
-        "matching": "Matching Networks",
-        "matching_fce": "Matching Networks, full-context embeddings",
-        "r2d2": "R2-D2 (ridge-regression head)",
-        "metaoptnet_svm": "MetaOptNet-SVM",
-    }
-)
 
 
 def read_json(path: str) -> dict:
