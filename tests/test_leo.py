@@ -161,11 +161,7 @@ def test_kl_is_log_q_minus_log_prior_at_the_sample():
     learner = _learner()
     mean = tf.constant([[[0.3, -1.2], [2.0, 0.1]]])
     s = tf.constant([[[0.5, 1.0], [0.9, 2.0]]])
-    learner._noise = _Noise(tf.constant([1, 2], tf.int64))
-    try:
-        z, log_ratio = learner._sample(mean, s, offset=0.0)
-    finally:
-        learner._noise = None
+    z, log_ratio = learner._sample(mean, s, offset=0.0, noise=_Noise(tf.constant([1, 2], tf.int64)))
     sigma = np.exp(s.numpy()) - 1.0
 
     def log_normal(v, mu, sd):
@@ -175,7 +171,7 @@ def test_kl_is_log_q_minus_log_prior_at_the_sample():
     expected = log_normal(z, mean.numpy(), sigma) - log_normal(z, 0.0, 1.0)
     np.testing.assert_allclose(log_ratio, expected, rtol=1e-4, atol=1e-5)
     # Outside meta-training: the mean, no KL.
-    z_eval, ratio_eval = learner._sample(mean, s, offset=0.0)
+    z_eval, ratio_eval = learner._sample(mean, s, offset=0.0, noise=None)
     np.testing.assert_array_equal(z_eval, mean)
     np.testing.assert_array_equal(ratio_eval, np.zeros_like(mean))
 

@@ -41,11 +41,15 @@ class AdaptedState:
       head (learners/prototypes.py), LEO's decoded classifier (weights [B, N, D],
       class bias [B, N]).
 
+    noise: the training noise the state was adapted with and predicts with (LEO's
+      dropout and sampled weights, an object of the learner's), None for a state
+      adapted for evaluation; not a tensor, it travels in the nesting's metadata.
+
     It nests (tf.nest, tf.cond) as its tensors, flat in the order `weights`, `context`,
     `head` (`tensors()`); its parts are read by name.
     """
 
-    __slots__ = ("context", "head", "weights")
+    __slots__ = ("context", "head", "noise", "weights")
 
     def __init__(
         self,
@@ -53,14 +57,21 @@ class AdaptedState:
         context: tf.Tensor | None = None,
         weights: Sequence[tf.Tensor] = (),
         head: Sequence[tf.Tensor] = (),
+        noise: object | None = None,
     ) -> None:
         self.context = context
         self.weights = tuple(weights)
         self.head = tuple(head)
+        self.noise = noise
 
     def replace(self, **parts) -> AdaptedState:
         """A copy with the named parts replaced."""
-        fields = {"context": self.context, "weights": self.weights, "head": self.head}
+        fields = {
+            "context": self.context,
+            "weights": self.weights,
+            "head": self.head,
+            "noise": self.noise,
+        }
         return AdaptedState(**{**fields, **parts})
 
     def tensors(self) -> list[tf.Tensor]:
@@ -85,16 +96,16 @@ class AdaptedState:
     # tf.nest's protocol for a class of one's own (tensorflow/python/util/custom_nest_protocol.py):
     # the metadata says which parts there are and how many tensors each holds.
     def __tf_flatten__(self):
-        layout = (self.context is not None, len(self.weights), len(self.head))
+        layout = (self.context is not None, len(self.weights), len(self.head), self.noise)
         return layout, tuple(self.tensors())
 
     @classmethod
     def __tf_unflatten__(cls, layout, tensors) -> AdaptedState:
-        has_context, num_weights, num_head = layout
+        has_context, num_weights, num_head, noise = layout
         tensors = list(tensors)
         weights, tensors = tensors[:num_weights], tensors[num_weights:]
         context = tensors.pop(0) if has_context else None
-        return cls(context=context, weights=weights, head=tensors[:num_head])
+        return cls(context=context, weights=weights, head=tensors[:num_head], noise=noise)
 
 
 #: The parts of an AdaptedState.

@@ -29,8 +29,10 @@ decoder kernels, and the orthogonality penalty the mean squared difference betwe
 decoder rows' correlation matrix and I.
 
 Samples versus means, as the public code: `meta_loss` (meta-training) samples z and w,
-with dropout on every use of the embeddings; `adapt` and `predict` (validation, test,
-export, serving) take the means and no dropout, so a served answer is deterministic.
+with dropout on every use of the embeddings, its noise handed to `_adapt` and carried
+by the states it adapts (`AdaptedState.noise`, which `predict` reads); `adapt` and
+`predict` (validation, test, export, serving) have no noise: the means and no dropout,
+so a served answer is deterministic.
 Where the public code draws K weight samples per class (one per support point) and
 averages their logits, one sample per class is drawn here. The training noise is a pure
 function of the meta-batch it is drawn for (`batch_seed`): a resumed or XLA-compiled run
@@ -206,7 +208,6 @@ class LEO(Learner):
             initializer=keras.initializers.Constant(finetuning_lr),
             name="finetuning_lr",
         )  # alpha_w
-        self._noise: _Noise | None = None  # set while meta_loss runs (meta-training)
 
     @property
     def kernels(self) -> list:
@@ -235,8 +236,8 @@ class LEO(Learner):
 
     # -- the model -----------------------------------------------------------------
 
-    def _dropout(self, x: tf.Tensor) -> tf.Tensor:
-        return x if self._noise is None else self._noise.dropout(x, self.dropout_rate)
+    def _dropout(self, x: tf.Tensor, noise: _Noise | None) -> tf.Tensor:
+        return x if noise is None else noise.dropout(x, self.dropout_rate)
 
     def relation(self, codes: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
         """codes [B, K, L], mask [B, K] -> r_j = mean over real k of g([h_j; h_k]),
@@ -250,11 +251,11 @@ class LEO(Learner):
         pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
         return masked_mean(pairs, pair_mask[..., None], axis=2)
 
-    def encode(self, support_x, support_y, support_mask):
+    def encode(self, support_x, support_y, support_mask, noise: _Noise | None = None):
         """The support set -> (the codes' Gaussian per class: mean, s [B, N, L]; real
-        points per class [B, N])."""
+        points per class [B, N]); with dropout on the inputs under training `noise`."""
         x = tf.where(support_mask[..., None], support_x, tf.zeros_like(support_x))
-        codes = tf.matmul(self._dropout(x), self.encoder_kernel)  # [B, K, L]
+        codes = tf.matmul(self._dropout(x, noise), self.encoder_kernel)  # [B, K, L]
         per_point = self.relation(codes, support_mask)  # [B, K, 2L]
         members = prototypes.class_members(support_y, support_mask, self.output_dim)  # [B,K,N]
         counts = tf.reduce_sum(members, axis=1)  # [B, N]
@@ -263,22 +264,22 @@ class LEO(Learner):
         mean, s = tf.split(params, 2, axis=-1)
         return mean, s, counts
 
-    def _sample(self, mean, s, offset: float):
-        """z ~ N(mean, sigma(s)) while meta-training, else the mean; and log q(z) - log
+    def _sample(self, mean, s, offset: float, noise: _Noise | None):
+        """z ~ N(mean, sigma(s)) under training `noise`, else the mean; and log q(z) - log
         N(z; 0, 1) elementwise (zero when not sampled)."""
-        if self._noise is None:
+        if noise is None:
             return mean, tf.zeros_like(mean)
         stddev = tf.maximum(tf.exp(s) - (1.0 - offset), MIN_STDDEV)
-        eps = self._noise.normal(tf.shape(mean))
+        eps = noise.normal(tf.shape(mean))
         z = mean + stddev * eps
         log_ratio = -tf.math.log(stddev) - 0.5 * tf.square(eps) + 0.5 * tf.square(z)
         return z, log_ratio
 
-    def decode(self, latents: tf.Tensor) -> tf.Tensor:
-        """Codes [B, N, L] -> classifier weights [B, N, D] (sampled while meta-training)."""
+    def decode(self, latents: tf.Tensor, noise: _Noise | None = None) -> tf.Tensor:
+        """Codes [B, N, L] -> classifier weights [B, N, D] (sampled under training `noise`)."""
         mean, s = tf.split(tf.matmul(latents, self.decoder_kernel), 2, axis=-1)
         glorot = math.sqrt(2.0 / (self.output_dim + self.input_dim))
-        weights, _ = self._sample(mean, s, offset=glorot)
+        weights, _ = self._sample(mean, s, offset=glorot, noise=noise)
         return weights
 
     def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:
@@ -289,7 +290,8 @@ class LEO(Learner):
 
     def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         weights, class_bias = state.head
-        return tf.einsum("bpd,bnd->bpn", self._dropout(x), weights) + class_bias[:, None, :]
+        x = self._dropout(x, state.noise)  # while meta-training: the state's noise
+        return tf.einsum("bpd,bnd->bpn", x, weights) + class_bias[:, None, :]
 
     # -- the inner loop --------------------------------------------------------------
 
@@ -315,14 +317,15 @@ class LEO(Learner):
         (stepped,), loss = self.inner_step([value], lambda values: loss_fn(values[0]), [lr])
         return stepped, loss
 
-    def _adapt(self, support_x, support_y, support_mask):
-        """(state, inner losses [S, B], KL [B], encoder penalty [B])."""
+    def _adapt(self, support_x, support_y, support_mask, noise: _Noise | None = None):
+        """(state, inner losses [S, B], KL [B], encoder penalty [B]); meta-training passes
+        its `noise`, which the adapted states carry (dropout, sampled codes and weights)."""
         support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
         support = (support_x, support_y, support_mask)
-        mean, s, counts = self.encode(*support)
+        mean, s, counts = self.encode(*support, noise=noise)
         real_class = counts > 0  # [B, N]
         class_bias = tf.where(real_class, tf.zeros_like(counts), EMPTY_CLASS_BIAS)
-        start, log_ratio = self._sample(mean, s, offset=0.0)
+        start, log_ratio = self._sample(mean, s, offset=0.0, noise=noise)
         kl = masked_mean(tf.reduce_mean(log_ratio, axis=-1), real_class, axis=1)  # [B]
         losses = []
         latents = start
@@ -330,23 +333,25 @@ class LEO(Learner):
             latents, loss = self._step(
                 latents,
                 lambda z: self.latent_loss(
-                    AdaptedState(head=(self.decode(z), class_bias)), *support
+                    AdaptedState(head=(self.decode(z, noise), class_bias), noise=noise), *support
                 ),
                 self.latent_lr,
             )
             losses.append(loss)
-        weights = self.decode(latents)
+        weights = self.decode(latents, noise)
         for _ in range(self.num_finetuning_steps):
             weights, loss = self._step(
                 weights,
-                lambda w: self.finetuning_loss(AdaptedState(head=(w, class_bias)), *support),
+                lambda w: self.finetuning_loss(
+                    AdaptedState(head=(w, class_bias), noise=noise), *support
+                ),
                 self.finetuning_lr_weights,
             )
             losses.append(loss)
         moved = tf.reduce_mean(tf.square(tf.stop_gradient(latents) - start), axis=-1)
         penalty = masked_mean(moved, real_class, axis=1)  # [B]
         stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
-        return AdaptedState(head=(weights, class_bias)), stacked, kl, penalty
+        return AdaptedState(head=(weights, class_bias), noise=noise), stacked, kl, penalty
 
     def adapt(self, support_x, support_y, support_mask, *, return_inner_losses=False):
         state, losses, _, _ = self._adapt(support_x, support_y, support_mask)
@@ -366,14 +371,11 @@ class LEO(Learner):
         return tf.reduce_mean(tf.square(correlation - tf.eye(self.num_latents)))
 
     def meta_loss(self, batch: TaskBatch) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        self._noise = _Noise(batch_seed(batch))
-        try:
-            state, losses, kl, penalty = self._adapt(
-                batch.support_x, batch.support_y, batch.support_mask
-            )
-            query = self.query_loss(batch, state)  # [B], with dropout
-        finally:
-            self._noise = None
+        noise = _Noise(batch_seed(batch))  # this meta-update's training noise
+        state, losses, kl, penalty = self._adapt(
+            batch.support_x, batch.support_y, batch.support_mask, noise=noise
+        )
+        query = self.query_loss(batch, state)  # [B], with the state's dropout
         per_task = query + self.kl_weight * kl + self.encoder_penalty_weight * penalty
         regularisers = (
             self.l2_penalty_weight * self.l2_penalty()
