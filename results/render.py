@@ -403,6 +403,16 @@ TABLES = {
         ],
         pending=True,
     ),
+    "sine_step_by_context": _sine(
+        ["maml", "metasgd_maml", "cavia", "metasgd_cavia", "relviable_tanh"],
+        [(f"C{c}_K10_seed0", f"C = {c}") for c in range(1, 6)],
+        PAPER_C5,
+    ),
+    "sine_step_by_support": _sine(
+        ["maml_plain", "metasgd_maml", "cavia", "metasgd_cavia", "relviable_tanh"],
+        [(f"vark_K{k}_seed0", f"K = {k}") for k in (0, 1, 2, 3, 4, 20)],
+        [("the paper", "paper_sine", "vark")],
+    ),
     "sine_step": Table(
         SP,
         [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
