@@ -127,3 +127,30 @@ def test_viable_serve_command_serves_and_stops_on_sigterm(base, tmp_path):
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("viable-serve: error: model default")
+
+
+def test_the_compiled_config_messages_have_tf_servings_names_and_field_numbers():
+    """serving/tf_serving_configs_pb2.py (protoc's output for serving/proto/) declares
+    TF Serving's messages as tensorflow_model_server reads them: a file written for one
+    parses in the other only if the full names and field numbers agree."""
+    from serving import protos
+
+    expected = {
+        "tensorflow.serving.MonitoringConfig": {"prometheus_config": 1},
+        "tensorflow.serving.PrometheusConfig": {"enable": 1, "path": 2},
+        "tensorflow.serving.BatchingParameters": {
+            "max_batch_size": 1,
+            "batch_timeout_micros": 2,
+            "max_enqueued_batches": 3,
+            "num_batch_threads": 4,
+            "thread_pool_name": 5,
+            "allowed_batch_sizes": 6,
+            "pad_variable_length_inputs": 7,
+        },
+    }
+    descriptors = [
+        protos.MonitoringConfig.DESCRIPTOR,
+        protos.MonitoringConfig.DESCRIPTOR.fields_by_name["prometheus_config"].message_type,
+        protos.BatchingParameters.DESCRIPTOR,
+    ]
+    assert {d.full_name: {f.name: f.number for f in d.fields} for d in descriptors} == expected
