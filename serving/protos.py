@@ -5,7 +5,7 @@
 Those two messages are declared in serving/proto/tf_serving_configs.proto with TF
 Serving's package, names and field numbers, so that the files written for
 `tensorflow_model_server` parse unchanged, and compiled by protoc into
-serving/tf_serving_configs_pb2.py (serving/proto/generate.py).
+serving/tf_serving_configs_pb2.py (serving/proto/generate.sh).
 """
 
 from __future__ import annotations
