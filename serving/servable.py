@@ -39,9 +39,10 @@ class Signature:
 
 def _flat_caller(function):
     """Calls a loaded signature with its inputs in graph order, skipping
-    ConcreteFunction.__call__'s handling of keyword arguments (about 0.15 ms of a
-    0.6 ms sine call). Uses TensorFlow's internal `_call_flat` (TensorFlow is pinned);
-    None, and the public call is used, where that is not available."""
+    ConcreteFunction.__call__'s handling of keyword arguments: a quarter of a sine
+    call's time in the model (benchmarks/serving_overhead.py prints both paths).
+    Uses TensorFlow's internal `_call_flat` (TensorFlow is pinned); None, and the
+    public call is used, where that is not available."""
     call_flat = getattr(function, "_call_flat", None)
     captured = list(function.captured_inputs)
     count = len(function.inputs) - len(captured)
