@@ -264,6 +264,28 @@ def test_the_learner_contract(name):
     np.testing.assert_allclose(compiled, loss, rtol=1e-3)
 
 
+def test_the_training_noise_travels_with_the_state_and_evaluation_has_none():
+    """LEO keeps no mode: meta-training's noise is handed to _adapt and carried by the
+    states adapted with it (predict's dropout reads it there); adapt, for evaluation,
+    gives a state without noise, and its predictions do not change from call to call."""
+    learner = _learner()
+    batch = _episodes()
+    noise = _Noise(batch_seed(batch))
+    state, _, _, _ = learner._adapt(*batch[:3], noise=noise)
+    assert state.noise is noise
+    # tf.nest keeps it in the nesting's metadata, beside the tensors it rebuilds.
+    assert tf.nest.map_structure(tf.identity, state).noise is noise
+    assert state.replace(head=state.head).noise is noise
+    drawn = noise.draws
+    learner.predict(state, batch.query_x)  # dropout on the query: one more draw
+    assert noise.draws == drawn + 1
+    evaluated = learner.adapt(*batch[:3])
+    assert evaluated.noise is None
+    np.testing.assert_array_equal(
+        learner.predict(evaluated, batch.query_x), learner.predict(evaluated, batch.query_x)
+    )
+
+
 def test_training_noise_is_a_function_of_the_tasks():
     batch, other = _episodes(seed=0), _episodes(seed=1)
     seeds = [batch_seed(b).numpy() for b in (batch, batch, other)]
