@@ -387,3 +387,19 @@ def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
     ops -= {function.signature.name for function in graph.library.function}
     assert not {op for op in ops if op_def_registry.get(op) is None}  # standard ops only
     assert not ops & {"PyFunc", "EagerPyFunc", "XlaLaunch"}
+
+
+@pytest.mark.parametrize("size", [1e-2, 1.0, 1e3, 1e4, 1e5])
+def test_the_svm_dual_keeps_its_solution_whatever_the_features_scale(size):
+    """The step is 1 / L, L ~ |x|^2: with features of a few thousand (as a conv net's
+    grew while meta-training MetaOptNet-SVM), alpha = C e_y - tau is about 1e-8 of C, and
+    in float32 C - (C - alpha) is exactly 0, so w = 0, every logit equal and no
+    meta-gradient. Solved in float64, the classifier is the same at every scale."""
+    x = tf.constant([[[2.0, 0.0], [0.0, 2.0], [-2.0, -2.0]]]) * size
+    labels = tf.constant([[0, 1, 2]])
+    head = SVMHead()  # the shipped c = 0.1, eps = 1, 50 iterations
+    head.scale = tf.Variable(1.0)
+    state = head.start(lambda: x, labels, tf.ones([1, 3], tf.bool), 3)
+    logits = head.apply(x, state).numpy()
+    assert np.abs(state[0].numpy()).max() > 0
+    assert np.array_equal(np.argmax(logits, -1), [[0, 1, 2]])

@@ -82,8 +82,15 @@ def crammer_singer_dual(
 ) -> tf.Tensor:
     """The dual of the Crammer-Singer SVM (module docstring), per task: gram [B, K, K],
     one_hot [B, K, N] of the labels, mask bool [B, K] -> alpha [B, K, N] (zero on padded
-    points), after `num_iterations` of accelerated projected gradient."""
-    real = tf.cast(mask, gram.dtype)[..., None]  # [B, K, 1]
+    points), after `num_iterations` of accelerated projected gradient.
+
+    Solved in float64 (as the original solves its QP in double precision): the step is
+    1 / L with L ~ |x|^2, so with features of 1e4 alpha is about 1e-9 of C, and in
+    float32 alpha = C e_y - tau cancels to exactly 0 (w = 0, every logit equal, no
+    meta-gradient: a run whose features grew that far stops learning)."""
+    dtype = gram.dtype
+    gram, one_hot = tf.cast(gram, tf.float64), tf.cast(one_hot, tf.float64)
+    real = tf.cast(mask, tf.float64)[..., None]  # [B, K, 1]
     gram = gram * real * tf.transpose(real, [0, 2, 1])  # padded points see no one
     # L = the objective's curvature: the Gram matrix's largest eigenvalue, plus eps.
     lipschitz = tf.stop_gradient(tf.reduce_max(tf.linalg.eigvalsh(gram), axis=-1)) + eps
@@ -104,7 +111,7 @@ def crammer_singer_dual(
         t_next = (1.0 + (1.0 + 4.0 * t * t) ** 0.5) / 2.0
         momentum = stepped + ((t - 1.0) / t_next) * (stepped - alpha)
         alpha, t = stepped, t_next
-    return alpha
+    return tf.cast(alpha, dtype)
 
 
 class _SolvedLinearHead(Head):
