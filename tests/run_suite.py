@@ -22,25 +22,15 @@ import subprocess
 import sys
 import tempfile
 
+from viable_tf import hardware  # no TensorFlow: /proc/cpuinfo's flags
+
 FLOAT_PATHS = ("TF_ENABLE_ONEDNN_OPTS=0", "ONEDNN_MAX_CPU_ISA=AVX2")
 
 #: CPU flags (Linux's /proc/cpuinfo names) that give oneDNN kernels above AVX2 for float32.
 ABOVE_AVX2 = ("avx512f", "avx_vnni", "avx_ne_convert", "amx_tile")
 
 
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
-    """The first processor's flags; empty where the file is missing or has none."""
-    try:
-        with open(cpuinfo) as file:
-            for line in file:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def float_paths(flags: set[str]) -> tuple[str, ...]:
+def float_paths(flags: frozenset[str]) -> tuple[str, ...]:
     """The float paths to run the float_sensitive tests on beside the main run. On a CPU
     whose best oneDNN kernels are AVX2's, `ONEDNN_MAX_CPU_ISA=AVX2` is the path the main
     run already takes, so it is left out (where the flags cannot be read, it stays)."""
@@ -60,7 +50,7 @@ def main() -> int:
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
     extra = sys.argv[1:]
     caches = tempfile.TemporaryDirectory(prefix="viable-xla-cache-")
-    paths = float_paths(cpu_flags())
+    paths = float_paths(hardware.cpu_flags())
     folders = [os.path.join(caches.name, str(i)) for i in range(len(paths) + 1)]
     beside_run = [
         *("nice", "-n", "10", pytest, "-q", "-m", "float_sensitive", "--dist", "each"),

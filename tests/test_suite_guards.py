@@ -56,17 +56,8 @@ def test_a_crashed_worker_and_a_hung_test_fail_the_run_instead_of_hanging(tmp_pa
 def test_the_avx2_float_path_is_rerun_only_where_the_main_run_takes_another():
     import run_suite
 
-    zen3 = {"fpu", "sse4_2", "avx", "avx2", "fma"}
+    zen3 = frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
     assert run_suite.float_paths(zen3) == ("TF_ENABLE_ONEDNN_OPTS=0",)
     assert run_suite.float_paths(zen3 | {"avx512f", "avx512bw"}) == run_suite.FLOAT_PATHS
     assert run_suite.float_paths(zen3 | {"avx_vnni"}) == run_suite.FLOAT_PATHS
-    assert run_suite.float_paths(set()) == run_suite.FLOAT_PATHS  # flags unknown: both
-
-
-def test_cpu_flags_are_read_from_the_first_processor(tmp_path):
-    import run_suite
-
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nflags\t: x\n")
-    assert run_suite.cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "fma"}
-    assert run_suite.cpu_flags(str(tmp_path / "missing")) == set()
+    assert run_suite.float_paths(frozenset()) == run_suite.FLOAT_PATHS  # flags unknown: both

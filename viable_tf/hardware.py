@@ -17,8 +17,6 @@ from __future__ import annotations
 import functools
 import os
 
-import tensorflow as tf
-
 #: oneDNN's ISA levels (ONEDNN_MAX_CPU_ISA values) below AVX512_CORE: no bfloat16 matmul.
 _ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI")
 #: CPU flags (as /proc/cpuinfo names them) that make TensorFlow use oneDNN for bfloat16.
@@ -52,6 +50,8 @@ def bfloat16_unsupported(flags: frozenset[str] | None = None) -> str | None:
     """
     if not onednn_enabled():
         return None  # Eigen's kernels: bfloat16 everywhere
+    import tensorflow as tf  # here: cpu_flags serves tests/run_suite.py without TensorFlow
+
     if tf.config.list_physical_devices("GPU"):
         return None
     flags = cpu_flags() if flags is None else flags
