@@ -106,6 +106,7 @@ LONGEST_FIRST = (
     "test_promises.py",
     "test_distributed_trajectory.py",
     "test_end_to_end_images.py",
+    "test_contract.py",
     "test_serving_config.py",
     "test_pretrained.py",
     "test_task_stacked.py",

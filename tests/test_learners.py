@@ -1,4 +1,5 @@
-"""The contract every learner meets: one test suite over CAVIA, MAML, simVIABLE, relVIABLE."""
+"""CAVIA, MAML and VIABLE on sine: what each adapts, meta-gradients, overfitting one batch,
+the reproduction's options (the contract every learner meets: test_contract.py)."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from conftest import unreached_by_design
 
 from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, AdaptedState
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
-from viable_tf.tasks import SineTasks, TaskBatch, seed_for
+from viable_tf.tasks import SineTasks, seed_for
 from viable_tf.training import Trainer
 
 LEARNERS = {
@@ -73,28 +74,6 @@ def test_adaptation_changes_predictions_and_k0_does_not(make_learner):
     no_support = tf.zeros_like(batch.support_mask)  # K = 0 for every task
     state = learner.adapt(batch.support_x, batch.support_y, no_support)
     np.testing.assert_allclose(learner.predict(state, batch.query_x), unadapted, atol=1e-6)
-
-
-def test_padded_points_change_nothing(make_learner):
-    learner = make_learner()
-    batch = _batch(num_support=20, min_support=0)
-    mask = batch.support_mask
-    garbage_x = tf.where(mask[..., None], batch.support_x, 1e6)
-    garbage_y = tf.where(mask[..., None], batch.support_y, -1e6)
-    clean = learner.meta_loss(batch)[0]
-    dirty = learner.meta_loss(batch._replace(support_x=garbage_x, support_y=garbage_y))[0]
-    np.testing.assert_allclose(dirty, clean, rtol=1e-6)
-    # ... and a padded batch equals the same tasks without padding.
-    k = int(tf.reduce_sum(tf.cast(mask[0], tf.int32)))
-    first = TaskBatch(
-        batch.support_x[:1, :k],
-        batch.support_y[:1, :k],
-        mask[:1, :k],
-        batch.query_x[:1],
-        batch.query_y[:1],
-    )
-    padded = TaskBatch(*(t[:1] for t in batch))
-    np.testing.assert_allclose(learner.meta_loss(first)[0], learner.meta_loss(padded)[0], rtol=1e-5)
 
 
 def _meta_gradients(learner, batch):

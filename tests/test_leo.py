@@ -217,25 +217,6 @@ def test_the_support_sets_order_changes_nothing(name):
 
 
 @pytest.mark.parametrize("name", sorted(LEARNERS))
-def test_padded_points_change_nothing(name):
-    learner = _learner(name)
-    batch = _episodes(b=1)
-    k = batch.support_x.shape[1]
-    padded = TaskBatch(
-        tf.concat([batch.support_x, tf.fill([1, 3, D], 1e6)], axis=1),
-        tf.concat([batch.support_y, tf.constant([[7, -3, 2]], tf.int32)], axis=1),
-        tf.concat([batch.support_mask, tf.zeros([1, 3], tf.bool)], axis=1),
-        batch.query_x,
-        batch.query_y,
-    )
-    for a, b in zip(learner.adapt(*batch[:3]).head, learner.adapt(*padded[:3]).head, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    # Meta-training's noise is drawn from the real points only: the same loss.
-    np.testing.assert_allclose(learner.meta_loss(batch)[0], learner.meta_loss(padded)[0], rtol=1e-5)
-    assert padded.support_x.shape[1] == k + 3
-
-
-@pytest.mark.parametrize("name", sorted(LEARNERS))
 def test_the_learner_contract(name):
     learner = _learner(name)
     assert learner.method_name == name

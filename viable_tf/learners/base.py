@@ -294,6 +294,8 @@ class Learner(keras.layers.Layer, abc.ABC):
         Returns:
           The adapted state (and the inner losses if asked).
         """
+        if tf.as_dtype(support_y.dtype).is_integer:  # a padded point's label: any (-1, ...)
+            support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
         state = self.start_state(support_x, support_y, support_mask)
         stepped = state.in_parts(self.adapted_parts)  # per tensor of the state
 
