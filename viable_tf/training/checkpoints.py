@@ -2,7 +2,8 @@
 
 `tf.train.CheckpointManager.save` runs eagerly: TensorFlow reads and serialises every
 variable from Python, one at a time, ~17 ms for a sine trainer's 29 tensors, which
-the training loop pays twice per validation. Traced once into a `tf.function`, the
+the training loop pays twice per validation (benchmarks/checkpoint_writes.py: about an
+eighth of the sine main job's training time). Traced once into a `tf.function`, the
 same `tf.train.Checkpoint.write` is one graph call (~3 ms) and writes the same
 variables and object graph (in two data shards where the manager writes one; tested).
 `CheckpointWriter` keeps the rest of the manager's contract: files
