@@ -231,13 +231,7 @@ def test_the_learner_contract(name):
         loss, metrics = learner.meta_loss(batch)
     assert loss.shape == () and np.isfinite(loss)
     assert all(np.all(np.isfinite(value)) for value in metrics.values())
-    if not isinstance(learner, LEO):  # LEO's training noise: see the test below
-        np.testing.assert_allclose(learner.meta_loss(padded)[0], loss, rtol=1e-4)
-    else:
-        one = TaskBatch(*(t[:1] for t in batch))
-        np.testing.assert_allclose(
-            learner.meta_loss(_padded(one, kind))[0], learner.meta_loss(one)[0], rtol=1e-4
-        )
+    np.testing.assert_allclose(learner.meta_loss(padded)[0], loss, rtol=1e-4)
     variables = learner.trainable_variables
     assert variables
     unreached = unreached_by_design(learner)
@@ -302,18 +296,3 @@ def test_every_combination_the_configs_build_is_a_case():
     assert len(configured) >= 10, configured  # the configs were read
     missing = configured - built
     assert not missing, f"configs build combinations no contract case covers: {sorted(missing)}"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="LEO draws its training noise (dropout, sampled codes) in [B, K, ...] order, so "
-    "padding task b's support set shifts the draws of every task after it; with one task, "
-    "or for evaluation (no noise), padding changes nothing",
-)
-def test_leos_training_noise_is_the_same_whatever_the_padding_of_other_tasks():
-    keras.utils.set_random_seed(3)
-    learner = CASES["leo"][1]()
-    batch = _episodes(b=3)
-    np.testing.assert_allclose(
-        learner.meta_loss(_padded(batch, "episodes"))[0], learner.meta_loss(batch)[0], rtol=1e-4
-    )

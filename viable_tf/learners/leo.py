@@ -109,7 +109,12 @@ class _Noise:
     def dropout(self, x: tf.Tensor, rate: float) -> tf.Tensor:
         if rate == 0.0:
             return x
-        keep = stateless_uniform(tf.shape(x), self.next_seed()) >= rate
+        # Drawn point-major ([K, B, ...] for x [B, K, ...]): the padding points that end
+        # one task's support set take draws after every task's real points, which keep
+        # theirs (a batch padded otherwise gets the same training noise).
+        perm = [1, 0, *range(2, x.shape.rank)]
+        draws = stateless_uniform(tf.gather(tf.shape(x), perm), self.next_seed())
+        keep = tf.transpose(draws, perm) >= rate
         return tf.where(keep, x / (1.0 - rate), tf.zeros_like(x))
 
 
