@@ -1,11 +1,13 @@
 """Does the image pipeline keep up with meta-training, and what memory does a folder take?
 
     .venv/bin/python benchmarks/image_pipeline.py [--sizes=10000,100000] [--repeats=5]
+        [--cache_budget_mb=16]
 
 For each folder size, a folder of generated 28 x 28 grey PNGs (20 per class) is written
 to a temporary directory, and in a fresh process (so that its peak memory is its own):
 
-- `ImageFolderEpisodes` over it (gin/images/base.gin's settings, 28 x 28 x 1): the
+- `ImageFolderEpisodes` over it (gin/images/base.gin's settings, 28 x 28 x 1, and
+  `--cache_budget_mb`: a folder over it is decoded to disk and read per episode): the
   seconds to find, decode and hold the images, and the process's peak resident memory
   after (TensorFlow's own, measured alone, beside it);
 - the episodes per second the pipeline delivers (`sample`, B = 4 episodes a draw, traced
@@ -51,7 +53,7 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(image_dir: str, repeats: int) -> dict:
+def measure(image_dir: str, repeats: int, budget: float) -> dict:
     """Run in a fresh process: the figures of one folder, as JSON on stdout."""
     import tensorflow as tf
     from timing import best_of, median_of
@@ -63,12 +65,21 @@ def measure(image_dir: str, repeats: int) -> dict:
 
     tf.constant(0.0)  # TensorFlow started: its own memory, before the images
     result = {"tensorflow_mb": peak_mb()}
+    loaded = []
     result["load_seconds"] = best_of(
-        lambda: ImageFolderEpisodes(image_dir=image_dir, num_queries=15), 1, warmup=0
+        lambda: loaded.append(
+            ImageFolderEpisodes(image_dir=image_dir, num_queries=15, cache_budget_mb=budget)
+        ),
+        1,
+        warmup=0,
     )
     result["peak_mb"] = peak_mb()
+    result["cache"] = loaded[0].cache
+    loaded.clear()  # the images leave before the next loads
     for ways in (5, 20):
-        tasks = ImageFolderEpisodes(image_dir=image_dir, num_ways=ways, num_queries=15)
+        tasks = ImageFolderEpisodes(
+            image_dir=image_dir, num_ways=ways, num_queries=15, cache_budget_mb=budget
+        )
         draw = tf.function(lambda seed, tasks=tasks: tasks.sample(seed, 4), autograph=False)
         seconds = median_of(
             lambda draw=draw: [draw(seed_for(0, i)).support_x.numpy() for i in range(DRAWS)],
@@ -83,6 +94,7 @@ def measure(image_dir: str, repeats: int) -> dict:
                         f"IMAGE_DIR={image_dir!r}",
                         f"NUM_WAYS={ways}",
                         "NUM_QUERIES=15",
+                        f"ImageFolderEpisodes.cache_budget_mb={budget}",
                         "Trainer.show_progress=False",
                     ],
                 )
@@ -98,26 +110,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--cache_budget_mb", type=float, default=2048, help="ImageFolderEpisodes' budget"
+    )
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.repeats)))
+        print(json.dumps(measure(args.measure, args.repeats, args.cache_budget_mb)))
         return
     from timing import header
 
-    print(header("28 x 28 x 1 PNGs, 20 a class; B = 4 episodes a draw and an update"))
     print(
-        "| images | load (s) | peak memory (MB; TensorFlow alone) | setting "
+        header(
+            "28 x 28 x 1 PNGs, 20 a class; B = 4 episodes a draw and an update; "
+            f"cache_budget_mb={args.cache_budget_mb:g}"
+        )
+    )
+    print(
+        "| images | cache | load (s) | peak memory (MB; TensorFlow alone) | setting "
         "| pipeline (episodes/s) | Prototypical Network updates take (episodes/s) "
         "| CAVIA updates take | pipeline / fastest demand |"
     )
-    print("|---:|---:|---:|---|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---|---:|---:|---:|---:|")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as root:
             write_folder(root, size)
             child = subprocess.run(
-                [sys.executable, __file__, f"--measure={root}", f"--repeats={args.repeats}"],
+                [
+                    sys.executable,
+                    __file__,
+                    f"--measure={root}",
+                    f"--repeats={args.repeats}",
+                    f"--cache_budget_mb={args.cache_budget_mb}",
+                ],
                 capture_output=True,
                 text=True,
                 env=env,
@@ -127,7 +153,7 @@ def main() -> None:
         for ways in (5, 20):
             demand = max(r[f"protonet_{ways}way"], r[f"cavia_{ways}way"])
             print(
-                f"| {size:,} | {r['load_seconds']:.0f} | {r['peak_mb']:.0f} "
+                f"| {size:,} | {r['cache']} | {r['load_seconds']:.0f} | {r['peak_mb']:.0f} "
                 f"({r['tensorflow_mb']:.0f}) | {ways}-way 1-shot "
                 f"| {r[f'pipeline_{ways}way']:,.0f} | {r[f'protonet_{ways}way']:.1f} "
                 f"| {r[f'cavia_{ways}way']:.1f} | {r[f'pipeline_{ways}way'] / demand:,.0f}x |",

@@ -138,9 +138,32 @@ def test_what_a_folder_can_get_wrong_is_named_at_start(folder, tmp_path):
     with pytest.raises(ValueError) as error:
         _episodes(folder, num_ways=4)
     assert "the val split has 3 classes" in _one_line(error) and "4-way" in str(error.value)
+    (tmp_path / "a file").write_text("")
     with pytest.raises(ValueError) as error:
-        _episodes(folder, image_size=512, cache_budget_mb=64)
-    assert "96 images at 512 x 512 x 1 take 96 MB" in _one_line(error)
+        _episodes(folder, cache_budget_mb=0.01, cache_dir=str(tmp_path / "a file"))
+    assert "a file is a file, not a folder" in _one_line(error)
+
+
+def test_a_folder_over_the_cache_budget_is_read_from_disk_with_the_same_episodes(tmp_path):
+    """Over `cache_budget_mb` the decoded images go to one file each under `cache_dir`
+    and every episode reads its own: the same episodes from the same seeds, evaluation's
+    tf.data included."""
+    folder = write_folder(tmp_path / "images", classes=12, per_class=8)
+    in_memory = _episodes(folder, rotations=(0, 90))
+    on_disk = _episodes(
+        folder, rotations=(0, 90), cache_budget_mb=0.05, cache_dir=str(tmp_path / "c")
+    )
+    assert (in_memory.cache, on_disk.cache) == ("memory", "disk")
+    assert on_disk.cache_dir == str(tmp_path / "c")
+    rows = sorted(os.listdir(tmp_path / "c" / "train"))
+    assert len(rows) == 8 * in_memory.num_classes["train"] and rows[0] == "000000000.f32"
+    for step in range(3):
+        a, b = in_memory.sample(seed_for(5, step), 4), on_disk.sample(seed_for(5, step), 4)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+    a = next(iter(in_memory.test.dataset(2, seed=9, num_episodes=2)))
+    b = next(iter(on_disk.test.dataset(2, seed=9, num_episodes=2)))
+    np.testing.assert_array_equal(a.query_x.numpy(), b.query_x.numpy())
 
 
 def test_a_bad_file_is_named_or_skipped_and_small_classes_skipped_when_asked(tmp_path):
@@ -300,16 +323,23 @@ def test_a_tfds_dataset_by_name_gives_the_same_kind_of_episodes(tmp_path):
             tfds_name="tiny_glyphs", tfds_label="label", tfds_data_dir=str(tmp_path)
         )
     assert "has no label feature 'label'; its features: picture, glyph" in _one_line(error)
-    with pytest.raises(ValueError) as error:  # the budget counts a TFDS dataset's images too
-        ImageFolderEpisodes(
-            tfds_name="tiny_glyphs",
-            tfds_label="glyph",
-            tfds_image="picture",
-            tfds_data_dir=str(tmp_path),
-            image_size=256,
-            cache_budget_mb=1,
-        )
-    assert "48 images at 256 x 256 x 1 take 12 MB" in _one_line(error)
+    on_disk = ImageFolderEpisodes(  # the budget counts a TFDS dataset's images too
+        tfds_name="tiny_glyphs",
+        tfds_label="glyph",
+        tfds_image="picture",
+        tfds_data_dir=str(tmp_path),
+        image_size=64,
+        cache_budget_mb=0.5,
+        fractions=(0.5, 0.25, 0.25),
+        num_ways=2,
+        num_shots=1,
+        num_queries=3,
+    )
+    assert on_disk.cache == "disk" and on_disk.sample(seed_for(0, 0), 2).support_x.shape == (
+        2,
+        2,
+        64 * 64,
+    )
     with pytest.raises(ValueError) as error:
         ImageFolderEpisodes(tfds_name="no_such_glyphs")
     assert "tensorflow-datasets has no dataset 'no_such_glyphs'" in _one_line(error)

@@ -26,12 +26,58 @@ from viable_tf.tasks import corruption
 from viable_tf.tasks.base import TaskBatch, TaskFamily
 
 
+class RowFiles:
+    """Rows [n, E] of float32 kept on disk, one file each (`<directory>/<row>.f32`, the
+    row's E numbers as raw little-endian float32), read in the graph where an episode
+    needs them: a dataset whose rows do not fit in memory (tasks/images.py writes it).
+
+    `RowFiles.write(directory, n, E)` opens one to fill in row order (`append`); reading
+    uses standard ops (ReadFile, DecodeRaw), which XLA does not compile: the image
+    configs run uncompiled."""
+
+    def __init__(self, directory: str, count: int, dim: int) -> None:
+        self.directory, self.shape = directory, (count, dim)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @classmethod
+    def write(cls, directory: str, count: int, dim: int) -> RowFiles:
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        rows = cls(directory, count, dim)
+        rows.filled = 0
+        return rows
+
+    def append(self, rows: np.ndarray) -> None:
+        """Writes `rows` [m, E] after the rows written so far."""
+        for row in np.asarray(rows, "<f4"):
+            with open(self._path(self.filled), "wb") as f:
+                f.write(row.tobytes())
+            self.filled += 1
+
+    def _path(self, row: int) -> str:
+        return f"{self.directory}/{row:09d}.f32"
+
+    def gather(self, rows: tf.Tensor) -> tf.Tensor:
+        """rows int32 [...] -> their numbers [..., E], read from their files."""
+        flat = tf.reshape(rows, [-1])
+        names = tf.strings.join(
+            [self.directory + "/", tf.strings.as_string(flat, width=9, fill="0"), ".f32"]
+        )
+        data = tf.map_fn(tf.io.read_file, names, fn_output_signature=tf.string)
+        values = tf.io.decode_raw(data, tf.float32, little_endian=True)  # [R, E]
+        return tf.reshape(values, tf.concat([tf.shape(rows), [self.shape[1]]], 0))
+
+
 class EpisodeSampler:
-    """Episodes from `embeddings` [n, E] whose class of each row is `labels` [n]."""
+    """Episodes from `embeddings` [n, E] whose class of each row is `labels` [n]: an array
+    held in memory, or `RowFiles` on disk (the same episodes from the same seed)."""
 
     def __init__(
         self,
-        embeddings: np.ndarray,
+        embeddings: np.ndarray | RowFiles,
         labels: np.ndarray,
         *,
         num_ways: int,
@@ -40,9 +86,11 @@ class EpisodeSampler:
         label_noise: str = "none",
         noisy_shots: int = 0,
     ) -> None:
-        embeddings = np.asarray(embeddings, np.float32)
+        on_disk = isinstance(embeddings, RowFiles)
+        if not on_disk:
+            embeddings = np.asarray(embeddings, np.float32)
         labels = np.asarray(labels)
-        if embeddings.ndim != 2 or labels.shape != (len(embeddings),):
+        if len(embeddings.shape) != 2 or labels.shape != (len(embeddings),):
             raise ValueError(
                 f"expected embeddings [n, E] and labels [n], got {list(embeddings.shape)} "
                 f"and {list(labels.shape)}"
@@ -70,7 +118,8 @@ class EpisodeSampler:
         self.num_shots = num_shots
         self.input_dim = embeddings.shape[1]  # E
         self.output_dim = num_ways  # N logits
-        self._embeddings = tf.constant(embeddings)
+        self._rows = embeddings if on_disk else None
+        self._embeddings = None if on_disk else tf.constant(embeddings)
         self._members = tf.constant(members)
         self._counts = tf.constant(counts.astype(np.int32))
 
@@ -126,7 +175,9 @@ class EpisodeSampler:
         rows = tf.gather(members, picks, batch_dims=2)  # [B, N, K + V (+ m)]
         if m:
             rows = self._noisy_rows(example_seed, order, rows, k=k, v=v, m=m)  # [B, N, K + V]
-        x = tf.gather(self._embeddings, rows)  # [B, N, K + V, E]
+        x = (
+            self._rows.gather(rows) if self._rows is not None else tf.gather(self._embeddings, rows)
+        )  # [B, N, K + V, E]
         y = tf.broadcast_to(tf.range(n, dtype=tf.int32)[:, None], [b, n, k + v])
         return TaskBatch(
             support_x=tf.reshape(x[:, :, :k], [b, n * k, self.input_dim]),

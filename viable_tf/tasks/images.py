@@ -5,11 +5,12 @@ a tensorflow-datasets image-classification dataset by name.
 <image>`; datasets/image_folder.py), splits the classes into meta-training, validation
 and test classes (by a split file, or a seeded fraction of the classes or of their
 groups), decodes every image once to `image_size` x `channels` and holds them in memory
-within `cache_budget_mb`. Episodes are then drawn in the graph from a seed exactly as
-the other task families draw theirs (tasks/episodes.py), so a resumed run and a
-same-seed run see the same episodes. An image is given to the learner as its pixels,
-[H * W * C] numbers of 0..1 (row-major, as a conv net's Reshape reads them); an export
-of a run takes the images themselves, as tensors or PNG files (`raw_inputs`).
+within `cache_budget_mb` (on disk beyond it, read per episode). Episodes are then drawn
+in the graph from a seed exactly as the other task families draw theirs
+(tasks/episodes.py), so a resumed run and a same-seed run see the same episodes. An
+image is given to the learner as its pixels, [H * W * C] numbers of 0..1 (row-major, as
+a conv net's Reshape reads them); an export of a run takes the images themselves, as
+tensors or PNG files (`raw_inputs`).
 
 Augmentation as the Omniglot protocol does it: `rotations` (multiples of 90 degrees)
 make each meta-training class's rotated images classes of their own; validation and
@@ -20,6 +21,10 @@ Shape legend: B episodes, N way, K shot, V queries per class, H x W x C an image
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 
 import gin
@@ -27,7 +32,22 @@ import keras
 import numpy as np
 
 from viable_tf.datasets import image_folder
-from viable_tf.tasks.episodes import EpisodeFamily, EpisodeSampler
+from viable_tf.tasks.episodes import EpisodeFamily, EpisodeSampler, RowFiles
+
+
+def _cache_folder(cache_dir: str | None) -> str:
+    """`cache_dir`, created (emptied of an earlier run's rows), or a temporary folder
+    removed when the process ends."""
+    if cache_dir is None:
+        cache_dir = tempfile.mkdtemp(prefix="viable-images-")
+        atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
+        return cache_dir
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise ValueError(f"cache_dir {cache_dir} is a file, not a folder")
+    for split in ("train", "val", "test"):
+        shutil.rmtree(os.path.join(cache_dir, split), ignore_errors=True)
+    os.makedirs(cache_dir, exist_ok=True)
+    return cache_dir
 
 
 @gin.configurable
@@ -56,8 +76,12 @@ class ImageFolderEpisodes(EpisodeFamily):
         such files out and counts them.
       small_classes: 'refuse' stops at a class with fewer than K + V images, naming it;
         'skip' leaves such classes out and counts them.
-      cache_budget_mb: the decoded images must fit in this much memory (float32); a
-        folder whose images would not is refused at start, with the figure.
+      cache_budget_mb: the memory the decoded images (float32) may take; a folder whose
+        images would not fit is decoded to disk instead, one file per image under
+        `cache_dir`, and each episode reads its images from there (memory then stays
+        about one class's images, whatever the folder's size; the episodes are the same).
+      cache_dir: where such a folder's decoded images go (default: a temporary folder,
+        removed when the process ends).
     """
 
     def __init__(
@@ -84,6 +108,7 @@ class ImageFolderEpisodes(EpisodeFamily):
         bad_files: str = "refuse",
         small_classes: str = "refuse",
         cache_budget_mb: float = 2048,
+        cache_dir: str | None = None,
     ) -> None:
         size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
         if len(size) != 2 or min(size) < 1:
@@ -117,18 +142,34 @@ class ImageFolderEpisodes(EpisodeFamily):
         angles = sorted({r % 360 for r in rotations})  # the meta-training classes' copies
         copies = {"train": len(angles), "val": 1, "test": 1}
         needed = sum(copies[s] * c.size * image_bytes for s, cs in splits.items() for c in cs)
-        if needed > cache_budget_mb * 2**20:
-            count = sum(c.size for c in classes)
-            raise ValueError(
-                f"{count} images at {size[0]} x {size[1]} x {channels} take "
-                f"{needed / 2**20:.0f} MB decoded, over cache_budget_mb={cache_budget_mb:g}: "
-                "raise it, or take a smaller image_size"
-            )
+        #: Where the decoded images are: "memory", or "disk" (they would not fit in
+        #: `cache_budget_mb`: one file per image under `cache_dir`, read per episode).
+        self.cache = "memory" if needed <= cache_budget_mb * 2**20 else "disk"
+        if self.cache == "disk":
+            cache_dir = _cache_folder(cache_dir)
+            free = shutil.disk_usage(cache_dir).free
+            if needed > free:
+                count = sum(c.size for c in classes)
+                raise ValueError(
+                    f"{count} images at {size[0]} x {size[1]} x {channels} take "
+                    f"{needed / 2**20:.0f} MB decoded, over cache_budget_mb="
+                    f"{cache_budget_mb:g} and over the {free / 2**20:.0f} MB free in "
+                    f"{cache_dir}: give a cache_dir with room, or take a smaller image_size"
+                )
+        self.cache_dir = cache_dir if self.cache == "disk" else None
         self.skipped_files: list[str] = []
         self.skipped_classes: list[str] = []
         arrays = {}
         for split, members in splits.items():
-            images, labels = [], []
+            # Every image of the split in one store, filled class by class: the decoded
+            # images are held once (in memory), or one class at a time (on disk).
+            count = sum(copies[split] * c.size for c in members)
+            dim = size[0] * size[1] * channels
+            if self.cache == "memory":
+                store, filled = np.empty((count, dim), np.float32), 0
+            else:
+                store = RowFiles.write(os.path.join(cache_dir, split), count, dim)
+            labels = []
             for c in members:
                 decoded, skipped = image_folder.load(
                     c, image_size=size, channels=channels, bad_files=bad_files
@@ -143,8 +184,15 @@ class ImageFolderEpisodes(EpisodeFamily):
                         )
                     self.skipped_classes.append(c.name)
                     continue
+                if invert:
+                    np.subtract(1.0, decoded, out=decoded)  # in place: no second copy
                 for degrees in angles if split == "train" else [0]:
-                    images.append(np.rot90(decoded, degrees // 90, axes=(1, 2)))
+                    rows = np.rot90(decoded, degrees // 90, axes=(1, 2)).reshape(len(decoded), -1)
+                    if self.cache == "memory":
+                        store[filled : filled + len(rows)] = rows
+                        filled += len(rows)
+                    else:
+                        store.append(rows)
                     labels += [f"{c.name}@{degrees}"] * len(decoded)
             found = len(set(labels))
             if found < num_ways:
@@ -152,10 +200,11 @@ class ImageFolderEpisodes(EpisodeFamily):
                     f"the {split} split has {found} classes with at least {per_class} images; "
                     f"{num_ways}-way episodes need {num_ways}"
                 )
-            pixels = np.concatenate(images)
-            if invert:
-                np.subtract(1.0, pixels, out=pixels)  # in place: no second copy
-            arrays[split] = (pixels.reshape(len(pixels), -1), np.asarray(labels))
+            if self.cache == "memory":
+                store = store[: len(labels)]  # a view: files that did not decode left out
+            else:
+                store.shape = (len(labels), dim)
+            arrays[split] = (store, np.asarray(labels))
         settings = {"num_ways": num_ways, "num_shots": num_shots, "num_queries": num_queries}
         self.train = EpisodeSampler(*arrays["train"], **settings)
         self.validation = EpisodeSampler(*arrays["val"], **settings)
