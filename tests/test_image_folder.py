@@ -247,7 +247,7 @@ def test_one_command_trains_on_a_folder_and_the_export_takes_pngs(folder, tmp_pa
 IMAGE_CONFIGS = sorted(
     f"images/{name}"
     for name in os.listdir(os.path.join(os.path.dirname(__file__), "..", "gin", "images"))
-    if name not in ("base.gin", "conv.gin")
+    if name not in ("base.gin", "conv.gin", "omniglot.gin")  # layers, not learners
 )
 
 
@@ -343,3 +343,34 @@ def test_a_tfds_dataset_by_name_gives_the_same_kind_of_episodes(tmp_path):
     with pytest.raises(ValueError) as error:
         ImageFolderEpisodes(tfds_name="no_such_glyphs")
     assert "tensorflow-datasets has no dataset 'no_such_glyphs'" in _one_line(error)
+
+
+OMNIGLOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "..", "shared", "data")
+
+
+def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does():
+    """gin/images/omniglot.gin over Omniglot's zips: the characters of each split are
+    those the end-to-end pipeline (datasets/omniglot.py) reads, a character's drawings
+    in the same order, their pixels the pipeline's to float rounding (resized, then
+    inverted, where the pipeline inverts first), meta-training characters rotated."""
+    from viable_tf import config
+    from viable_tf.datasets import omniglot
+
+    data_dir = os.path.abspath(os.path.join(OMNIGLOT, "omniglot"))
+    config.parse(["images/protonet.gin", "images/omniglot.gin"], [f"IMAGE_DIR={data_dir!r}"])
+    tasks = ImageFolderEpisodes()  # as gin configures it
+    reference = omniglot.read_omniglot(data_dir)
+    for split in ("train", "val", "test"):
+        characters = sorted({c.replace(".", "/", 1) for c in reference[split].classes})
+        assert tasks.class_names[split] == characters, split
+    assert tasks.num_classes["train"] == 4 * len(set(reference["train"].classes))
+    assert tasks.num_queries == 10 and tasks.image_shape == (28, 28, 1)
+    test = reference["test"]
+    first = [i for i, c in enumerate(test.classes) if c == test.classes[0]]
+    expected = omniglot.pixel_featurizer()(test.images[first]).numpy()
+    drawn = tasks.test.sample(seed_for(0, 0))
+    rows = tf.reshape(drawn.support_x, [-1, 784]).numpy()
+    assert rows.min() >= 0 and rows.max() <= 1
+    # The first test character's drawings, from the sampler's store, in order.
+    store = tasks.test._embeddings.numpy()[: len(first)]
+    np.testing.assert_allclose(store, expected, atol=1e-6)

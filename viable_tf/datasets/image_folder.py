@@ -7,6 +7,9 @@ families of species), which a split by group keeps together:
 
     IMAGE_DIR/<class>/<image>             or    IMAGE_DIR/<group>/<class>/<image>
 
+or zip archives of that layout in IMAGE_DIR (each with one top folder), as Omniglot's
+alphabets come (`scan_zips`).
+
 Images are PNG, JPEG, GIF (first frame) or BMP files of any size and channels, decoded
 by TensorFlow's own decoders (`tf.io.decode_image`), converted to the configured
 channels (alpha composited over white, colour averaged to grey or grey repeated), and
@@ -24,9 +27,10 @@ a missing or empty folder, a class with too few images, a file that does not dec
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -91,9 +95,14 @@ def tfds_classes(
     ]
 
 
+#: How a file inside a zip archive is named among a class's files: "<archive>::<member>".
+IN_ZIP = "::"
+
+
 def scan(image_dir: str) -> list[ImageClass]:
     """The classes of `image_dir`: every folder holding image files directly, sorted by
-    name. Files with other extensions are not images here and are left out."""
+    name. Files with other extensions are not images here and are left out. A folder
+    with no class folders but zip archives is read inside the archives (`scan_zips`)."""
     if not os.path.isdir(image_dir):
         raise ValueError(f"image folder {image_dir} does not exist")
     classes = []
@@ -106,6 +115,9 @@ def scan(image_dir: str) -> list[ImageClass]:
         group = name.rsplit("/", 1)[0] if "/" in name else ""
         classes.append(ImageClass(name, group, tuple(os.path.join(root, f) for f in images)))
     if not classes:
+        archives = sorted(f for f in os.listdir(image_dir) if f.lower().endswith(".zip"))
+        if archives:
+            return scan_zips([os.path.join(image_dir, f) for f in archives])
         raise ValueError(
             f"image folder {image_dir} holds no class folders of images "
             f"({', '.join(EXTENSIONS)}): expected {image_dir}/<class>/<image>"
@@ -113,10 +125,65 @@ def scan(image_dir: str) -> list[ImageClass]:
     return classes
 
 
+def scan_zips(archives: Sequence[str]) -> list[ImageClass]:
+    """The classes inside zip archives of class folders (as Omniglot ships its
+    alphabets): `<top>/<class>/<image>` or `<top>/<group>/<class>/<image>` in each, its
+    single top folder left out of the names. A class in several archives (Omniglot's
+    Greek and Latin) is one class, a file name it has twice kept from the first."""
+    import zipfile
+
+    files: dict[str, dict[str, str]] = {}  # class -> {file name: "<archive>::<member>"}
+    for path in archives:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = [m for m in archive.namelist() if not m.endswith("/")]
+        except zipfile.BadZipFile:
+            raise ValueError(f"{path} is not a zip archive") from None
+        tops = {m.split("/", 1)[0] for m in members}
+        strip = len(tops) == 1 and all("/" in m for m in members)
+        for member in sorted(members):
+            if os.path.splitext(member)[1].lower() not in EXTENSIONS:
+                continue
+            inner = member.split("/", 1)[1] if strip else member
+            if "/" not in inner:
+                continue  # an image beside the class folders: no class
+            name, filename = inner.rsplit("/", 1)
+            files.setdefault(name, {}).setdefault(filename, f"{path}{IN_ZIP}{member}")
+    if not files:
+        raise ValueError(
+            f"the zip archives {', '.join(map(os.path.basename, archives))} hold no class "
+            f"folders of images ({', '.join(EXTENSIONS)})"
+        )
+    return [
+        ImageClass(
+            name,
+            name.rsplit("/", 1)[0] if "/" in name else "",
+            tuple(files[name][f] for f in sorted(files[name])),
+        )
+        for name in sorted(files)
+    ]
+
+
+@functools.cache
+def _archive(path: str):
+    import zipfile
+
+    return zipfile.ZipFile(path)
+
+
+def read_bytes(path: str) -> bytes:
+    """A file's bytes, or a zip member's ("<archive>::<member>")."""
+    if IN_ZIP in path:
+        archive, member = path.split(IN_ZIP, 1)
+        return _archive(archive).read(member)
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def split_classes(
     classes: Sequence[ImageClass],
     *,
-    split_file: str | None = None,
+    split_file: str | Mapping[str, Sequence[str]] | None = None,
     fractions: Sequence[float] = (0.6, 0.2, 0.2),
     by_group: bool = False,
     seed: int = 0,
@@ -124,14 +191,17 @@ def split_classes(
     """The classes split into train, val and test (class-disjoint).
 
     `split_file`: a JSON object {"train": [...], "val": [...], "test": [...]} of class
-    names (or of group names with `by_group`); every class must be named once. Else a
-    seeded shuffle cut at `fractions` (of the classes, or of the groups with
-    `by_group`, so that a group's classes stay in one split)."""
+    names (or of group names with `by_group`), or that mapping itself; every class must
+    be named once. Else a seeded shuffle cut at `fractions` (of the classes, or of the
+    groups with `by_group`, so that a group's classes stay in one split)."""
     units = sorted({c.group for c in classes}) if by_group else [c.name for c in classes]
     unit_of = {c.name: (c.group if by_group else c.name) for c in classes}
     if split_file is not None:
-        with open(split_file) as f:
-            named = json.load(f)
+        if isinstance(split_file, Mapping):
+            named, split_file = dict(split_file), "the split"
+        else:
+            with open(split_file) as f:
+                named = json.load(f)
         if not isinstance(named, dict) or sorted(named) != sorted(SPLITS):
             raise ValueError(f"{split_file}: expected an object with keys {', '.join(SPLITS)}")
         where: dict[str, str] = {}
@@ -189,7 +259,7 @@ def decode(
     kept, skipped = 0, []
     for path in files:
         try:
-            data = tf.io.read_file(path)
+            data = read_bytes(path)
             image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
         except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as error:
             if bad_files == "refuse":

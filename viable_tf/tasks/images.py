@@ -25,7 +25,7 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import gin
 import keras
@@ -64,8 +64,8 @@ class ImageFolderEpisodes(EpisodeFamily):
       channels: 1 (grey) or 3 (colour); every image is converted.
       num_ways, num_shots, num_queries: N, K and V per class.
       split_file: a JSON object {"train": [...], "val": [...], "test": [...]} of class
-        names (group names with `split_by_group`); else `fractions` of them, shuffled
-        by `split_seed`.
+        names (group names with `split_by_group`), or that mapping itself (a gin dict);
+        else `fractions` of them, shuffled by `split_seed`.
       split_by_group: split the groups (parent folders), keeping each group's classes
         in one split, as Omniglot splits by alphabet.
       rotations: degrees (multiples of 90) each meta-training class is also seen at, as
@@ -99,7 +99,7 @@ class ImageFolderEpisodes(EpisodeFamily):
         num_ways: int = 5,
         num_shots: int = 1,
         num_queries: int = 15,
-        split_file: str | None = None,
+        split_file: str | Mapping[str, Sequence[str]] | None = None,
         fractions: Sequence[float] = (0.6, 0.2, 0.2),
         split_by_group: bool = False,
         split_seed: int = 0,
