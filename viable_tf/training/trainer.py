@@ -19,13 +19,12 @@ updates, so that summaries keep their points; the periodic jobs are triggers
 snapshot on a thread of their own.
 
 This module wires the pieces, one concern each: the meta-gradient (meta_gradient.py:
-shares, passes, the all-reduce, clipping), the task stream (task_stream.py), the loop
-and its triggers (loop.py, triggers.py), the chunk's loss summaries per segment
-(segments.py), early stopping, checkpoints (D/checkpoints/, D/best/; checkpoints.py),
-summaries and figures (summaries.py), errors (errors.py) and the settings' checks
-(settings.py). Under a tf.distribute strategy
-(distribute.py) the update equals the single-device one; only the chief writes
-checkpoints, summaries and results.
+shares, passes, the all-reduce, clipping), the compiled chunk (chunk.py: the task stream
+of task_stream.py, the loss summaries per segment of segments.py), the loop and its
+triggers (loop.py, triggers.py), early stopping, checkpoints (D/checkpoints/, D/best/;
+checkpoints.py), summaries and figures (summaries.py), errors (errors.py) and the
+settings' checks (settings.py). Under a tf.distribute strategy (distribute.py) the update
+equals the single-device one; only the chief writes checkpoints, summaries and results.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
 from viable_tf.run_dir import RunDir
 from viable_tf.tasks.base import TaskBatch
-from viable_tf.training import loop, segments, summaries
+from viable_tf.training import chunk, loop, summaries
 from viable_tf.training.checkpoints import TrainingCheckpoints
 from viable_tf.training.distribute import is_chief
 from viable_tf.training.early_stopping import EarlyStopping
@@ -61,7 +60,6 @@ from viable_tf.training.settings import (
     check_task_loss,
     faster_with_xla,
 )
-from viable_tf.training.task_stream import draw_block, tasks_ahead
 from viable_tf.training.triggers import Figures, Flush, FunctionTrigger, Trigger, Validation
 
 __all__ = ["NonFiniteLossError", "Trainer", "WorkerLostError", "gradients_in_passes"]
@@ -208,7 +206,7 @@ class Trainer:
         update = MetaUpdate(loss, inner, grads, tf.constant(1.0))
         return self.chain.transform(update, self.learner, self.variables)
 
-    def _apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
+    def apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
         """One meta-update on `batch`, applied; returns it (its `counted` 1 if it counts
         in the loss summaries, else 0)."""
         update = self.meta_update(batch)
@@ -219,56 +217,9 @@ class Trainer:
         return update
 
     def run_meta_updates(self, num_updates: tf.Tensor):
-        """Up to `num_updates` (at most `steps_per_call`) meta-updates; stops at the
-        first non-finite meta-loss (unless a gradient transform falls back).
-
-        The tasks of `tasks_ahead` meta-updates are drawn in one go (the same tasks
-        as drawn one update at a time), then the updates run on them.
-
-        Returns:
-          (updates run; per summary segment [S], the updates between two multiples of
-          `summary_every`, in order: sums of meta-losses and of pre-update inner
-          losses, update counts (0 for a segment not reached) and the learning rate
-          after its last update; the index of the first non-finite meta-loss or -1).
-        """
-        spec = tf.nest.map_structure(  # a batch traced for its shapes only (then pruned)
-            tf.TensorSpec.from_tensor, self.draw_tasks(tf.constant(0, tf.int64))
-        )
-        ahead = tasks_ahead(self.draw_ahead, self.steps_per_call, spec)
-        num_updates = tf.minimum(num_updates, self.steps_per_call)
-        every = tf.constant(self.summary_every, tf.int64)
-        first_segment = self.step.read_value() // every
-
-        def keep_going(i, sums, first_bad):
-            return tf.logical_and(i < num_updates, first_bad < 0)
-
-        def run_block(i, sums, first_bad):
-            block = draw_block(self.draw_tasks, self.step.read_value(), ahead, spec)
-            block_end = tf.minimum(num_updates, i + ahead)
-            start = i
-
-            def block_going(i, sums, first_bad):
-                return tf.logical_and(i < block_end, first_bad < 0)
-
-            def body(i, sums, first_bad):
-                segment = self.step.read_value() // every - first_segment
-                batch = TaskBatch(*(t[i - start] for t in block))
-                loss, inner, _, counted = self._apply_meta_update(batch)
-                row = segments.point(loss, inner, counted)
-                sums = tf.tensor_scatter_nd_add(sums, [[segment]], [row])
-                first_bad = tf.where(tf.math.is_finite(loss), first_bad, i)
-                return i + 1, sums, first_bad
-
-            return tf.while_loop(block_going, body, (i, sums, first_bad))
-
-        sums = segments.empty_sums(self.steps_per_call // self.summary_every + 2)
-        ran, sums, first_bad = tf.while_loop(
-            keep_going, run_block, (tf.constant(0), sums, tf.constant(-1))
-        )
-        loss_sums, inner_sums, updates, rates = segments.read_out(
-            sums, ran, self.optimizer.iterations, self.lr_schedule
-        )
-        return ran, loss_sums, inner_sums, updates, rates, first_bad
+        """Up to `num_updates` (at most `steps_per_call`) meta-updates, stopping at the
+        first non-finite meta-loss: chunk.py's `run_meta_updates` on this trainer."""
+        return chunk.run_meta_updates(self, num_updates)
 
     # -- the Python loop ---------------------------------------------------------
 
