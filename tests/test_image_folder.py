@@ -374,3 +374,30 @@ def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does
     # The first test character's drawings, from the sampler's store, in order.
     store = tasks.test._embeddings.numpy()[: len(first)]
     np.testing.assert_allclose(store, expected, atol=1e-6)
+
+
+def test_zip_archives_are_read_inside_and_a_bad_one_is_named(tmp_path):
+    import zipfile
+
+    source = write_folder(tmp_path / "images", classes=4, per_class=3)
+    archives = tmp_path / "zips"
+    archives.mkdir()
+    with zipfile.ZipFile(archives / "first.zip", "w") as archive:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                archive.write(path, "top/" + path.relative_to(source).as_posix())
+    with zipfile.ZipFile(archives / "second.zip", "w") as archive:  # one class again
+        first = sorted((source / "group 0" / "clé 00").iterdir())[0]
+        archive.write(first, f"other/group 0/clé 00/{first.name}")
+        archive.writestr("other/group 0/clé 00/extra.png", first.read_bytes())
+    found = image_folder.scan(str(archives))
+    assert [c.name for c in found] == [c.name for c in image_folder.scan(str(source))]
+    assert found[0].size == 4  # its 3 files, the duplicate kept once, and the extra one
+    images, _ = image_folder.decode(
+        found[0].files, image_size=(8, 8), channels=1, bad_files="refuse"
+    )
+    assert images.shape == (4, 8, 8, 1)
+    (archives / "broken.zip").write_text("not a zip")
+    with pytest.raises(ValueError) as error:
+        image_folder.scan(str(archives))
+    assert "broken.zip is not a zip archive" in _one_line(error)
