@@ -40,3 +40,29 @@ def write_fake_leo(
         with open(os.path.join(folder, f"{split}_embeddings.pkl"), "wb") as f:
             pickle.dump({"embeddings": embeddings.astype(np.float32), "keys": keys}, f, protocol=2)
     return str(root)
+
+
+def feature_episodes(*, b: int, shots: int, queries: int, seed: int, ways: int, dim: int):
+    """A TaskBatch of `b` episodes of `ways` classes: l2-normalised `dim`-dimensional
+    features around random class centres, as the pipeline's features are."""
+    import tensorflow as tf
+
+    from viable_tf.tasks import TaskBatch
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(b, ways, dim))
+    support_y = np.tile(np.repeat(np.arange(ways), shots), (b, 1)).astype(np.int32)
+    query_y = np.tile(np.repeat(np.arange(ways), queries), (b, 1)).astype(np.int32)
+
+    def points(labels):
+        x = np.take_along_axis(centres, labels[..., None], 1)
+        x = x + 0.5 * rng.normal(size=x.shape)
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+    return TaskBatch(
+        tf.constant(points(support_y), tf.float32),
+        tf.constant(support_y),
+        tf.ones(support_y.shape, tf.bool),
+        tf.constant(points(query_y), tf.float32),
+        tf.constant(query_y),
+    )

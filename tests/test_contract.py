@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import unreached_by_design
+from fake_leo import feature_episodes
 
 from viable_tf import config as gin_config
 from viable_tf.learners import (
@@ -146,26 +147,8 @@ CASES = {
 }
 
 
-def _episodes(b=3, shots=2, queries=3, seed=0) -> TaskBatch:
-    """N-way episodes of l2-normalised D-dimensional features around class centres."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(b, N, D))
-    support_y = np.tile(np.repeat(np.arange(N), shots), (b, 1)).astype(np.int32)
-    query_y = np.tile(np.repeat(np.arange(N), queries), (b, 1)).astype(np.int32)
-
-    def points(labels):
-        x = np.take_along_axis(centres, labels[..., None], 1) + 0.5 * rng.normal(
-            size=(b, labels.shape[1], D)
-        )
-        return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-    return TaskBatch(
-        tf.constant(points(support_y), tf.float32),
-        tf.constant(support_y),
-        tf.ones(support_y.shape, tf.bool),
-        tf.constant(points(query_y), tf.float32),
-        tf.constant(query_y),
-    )
+def _episodes(b=3) -> TaskBatch:
+    return feature_episodes(b=b, shots=2, queries=3, seed=0, ways=N, dim=D)
 
 
 def _batch(kind: str) -> TaskBatch:

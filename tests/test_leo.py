@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
-from fake_leo import write_fake_leo
+from fake_leo import feature_episodes, write_fake_leo
 from serving_harness import RunningServer, model_config
 
 from serving.client import Client
@@ -23,7 +23,6 @@ from viable_tf.learners import LEO, LEOVIABLE
 from viable_tf.learners.leo import _Noise, batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
-from viable_tf.tasks import TaskBatch
 from viable_tf.training import (
     ClipEachNorm,
     ClipElementwise,
@@ -59,24 +58,7 @@ def _learner(name="leo", seed=4, **kw):
 
 
 def _episodes(b=3, shots=2, queries=3, seed=0):
-    """Classes as random directions plus noise, l2-normalised as the pipeline's features."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(b, N, D))
-    support_y = np.tile(np.repeat(np.arange(N), shots), (b, 1)).astype(np.int32)
-    query_y = np.tile(np.repeat(np.arange(N), queries), (b, 1)).astype(np.int32)
-
-    def points(labels):
-        x = np.take_along_axis(centres, labels[..., None], 1)
-        x = x + 0.5 * rng.normal(size=x.shape)
-        return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-    return TaskBatch(
-        tf.constant(points(support_y), tf.float32),
-        tf.constant(support_y),
-        tf.ones(support_y.shape, tf.bool),
-        tf.constant(points(query_y), tf.float32),
-        tf.constant(query_y),
-    )
+    return feature_episodes(b=b, shots=shots, queries=queries, seed=seed, ways=N, dim=D)
 
 
 # -- one step of each kind, by hand ------------------------------------------------------

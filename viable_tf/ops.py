@@ -45,6 +45,15 @@ def uniform(shape, seed: tf.Tensor, minval=0.0, maxval=1.0, dtype=tf.float32) ->
     return tf.cast(minval + (maxval - minval) * unit, dtype)
 
 
+def real_labels(labels: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Integer class labels [B, K] with a padded point's (mask False) made 0: a padding
+    label may be anything (-1, ...), and a loss computed on every point must not see it.
+    Real points' labels, and float regression targets, are returned as they are."""
+    if not tf.as_dtype(labels.dtype).is_integer:
+        return labels
+    return tf.where(mask, labels, tf.zeros_like(labels))
+
+
 def masked_mean(values: tf.Tensor, mask: tf.Tensor, axis: int | tuple[int, ...]) -> tf.Tensor:
     """Mean of `values` over `axis` counting only entries where `mask` is True.
 

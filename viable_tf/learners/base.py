@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from viable_tf.learners.heads import Head, LinearHead
 from viable_tf.learners.task_losses import get_inner_loss, get_task_loss
-from viable_tf.ops import masked_mean
+from viable_tf.ops import masked_mean, real_labels
 from viable_tf.tasks.base import TaskBatch
 
 
@@ -294,8 +294,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         Returns:
           The adapted state (and the inner losses if asked).
         """
-        if tf.as_dtype(support_y.dtype).is_integer:  # a padded point's label: any (-1, ...)
-            support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
+        support_y = real_labels(support_y, support_mask)
         state = self.start_state(support_x, support_y, support_mask)
         stepped = state.in_parts(self.adapted_parts)  # per tensor of the state
 

@@ -56,7 +56,7 @@ from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
 from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
-from viable_tf.ops import RNG_ALG, masked_mean
+from viable_tf.ops import RNG_ALG, masked_mean, real_labels
 from viable_tf.ops import uniform as stateless_uniform
 from viable_tf.tasks.base import TaskBatch
 
@@ -325,7 +325,7 @@ class LEO(Learner):
     def _adapt(self, support_x, support_y, support_mask, noise: _Noise | None = None):
         """(state, inner losses [S, B], KL [B], encoder penalty [B]); meta-training passes
         its `noise`, which the adapted states carry (dropout, sampled codes and weights)."""
-        support_y = tf.where(support_mask, support_y, tf.zeros_like(support_y))
+        support_y = real_labels(support_y, support_mask)
         support = (support_x, support_y, support_mask)
         mean, s, counts = self.encode(*support, noise=noise)
         real_class = counts > 0  # [B, N]
