@@ -32,6 +32,9 @@ import sys
 
 GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gin")
 #: row -> (config, extra gin bindings)
+#: The paper's point features with each point's gradient agreement last (x between them
+#: for the loss networks that read the inputs).
+AGREE = "VIABLE.features=[@TaskLoss(), @Outputs(), @Labels(),{} @GradientAgreement()]"
 METHODS = {
     "cavia": ("sine/cavia.gin", ()),
     "cavia_huber": ("sine/cavia.gin", ("CAVIA.inner_task_loss='huber'",)),
@@ -41,9 +44,9 @@ METHODS = {
     "relviable": ("sine/relviable.gin", ()),
     "attviable": ("sine/attviable.gin", ()),
     # The paper's argument as features: each point's gradient agreement with the rest.
-    "simviable_agree": ("sine/simviable.gin", ("VIABLE.gradient_agreement=True",)),
-    "relviable_agree": ("sine/relviable.gin", ("VIABLE.gradient_agreement=True",)),
-    "attviable_agree": ("sine/attviable.gin", ("VIABLE.gradient_agreement=True",)),
+    "simviable_agree": ("sine/simviable.gin", (AGREE.format(""),)),
+    "relviable_agree": ("sine/relviable.gin", (AGREE.format(" @Inputs(),"),)),
+    "attviable_agree": ("sine/attviable.gin", (AGREE.format(" @Inputs(),"),)),
 }
 LABELS = {
     "cavia": "CAVIA",

@@ -31,8 +31,8 @@ EVAL_SHOTS = (0, 1, 2, 3, 4, 20)
 CANDIDATES = {
     "base": [],
     "set_readout": ["RelationLossNetwork.readout='set'"],
-    "loss_mean": ["VIABLE.task_loss_feature='mean'"],
-    "loss_both": ["VIABLE.task_loss_feature='both'"],
+    "loss_mean": ["TaskLoss.of='mean'"],
+    "loss_both": ["TaskLoss.of='both'"],
 }
 
 
@@ -56,7 +56,7 @@ def plan(num_steps: int) -> list[Run]:
         Run(
             "relation/loss_mean_tanh_vark",
             "sine/relviable_vark_tanh.gin",
-            [*common, "SEED=0", "VIABLE.task_loss_feature='mean'"],
+            [*common, "SEED=0", "TaskLoss.of='mean'"],
             eval_shots=EVAL_SHOTS,
             row="relviable_tanh",
         )

@@ -12,8 +12,18 @@ import tensorflow as tf
 
 from viable_tf.datasets import load_embeddings, omniglot
 from viable_tf.experiments.omniglot_conv import prepare_pixels
-from viable_tf.learners import CAVIA, MAMLVIABLE, VIABLE, AdaptedState
-from viable_tf.learners.viable import canonical_logits
+from viable_tf.learners import (
+    CAVIA,
+    MAMLVIABLE,
+    VIABLE,
+    AdaptedState,
+    Inputs,
+    Labels,
+    Outputs,
+    Residual,
+    TaskLoss,
+)
+from viable_tf.learners.loss_features import Support, canonical_logits
 from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, keras_network
 from viable_tf.run_dir import RunDir
 from viable_tf.training.checkpoints import TrainingCheckpoints, WallClock
@@ -59,6 +69,23 @@ def _on_conv_film(learner_class, **kwargs):
 
 def _viable(loss_network, **kwargs):
     return _on_conv_film(VIABLE, loss_network=loss_network, **kwargs)
+
+
+def _ordered(class_order):
+    """simVIABLE's point features with the logits in `class_order` (the label implied
+    by the canonical order)."""
+    label = (Labels(),) if class_order == "episode" else ()
+    return (TaskLoss(), Outputs(class_order=class_order), *label)
+
+
+def _pairs(source):
+    """relVIABLE's point features with `source` as each point's input."""
+    return (TaskLoss(), Outputs(), Labels(), Inputs(source=source))
+
+
+def _features(learner, x, y, y_hat):
+    """The learner's point features [B, K, F] of predictions `y_hat`."""
+    return learner.point_features(Support(learner, None, x, y, None, y_hat, x))
 
 
 # -- the data: rotations are training classes only -------------------------------------
@@ -128,7 +155,7 @@ def test_a_loss_network_from_zero_moves_nothing_at_first_and_still_gets_a_meta_g
 
 
 def test_a_residual_learned_loss_from_zero_starts_as_cavias_step_and_learns_a_correction():
-    """`residual=True`: the inner loss is the task loss plus the learned one, so a loss
+    """`form=Residual()`: the inner loss is the task loss plus the learned one, so a loss
     network whose output starts at zero adapts exactly as CAVIA does at first (the step
     is the task's, informative from the first meta-update), and the meta-gradient still
     reaches the loss network's output layer. Without it the step is zero at first
@@ -140,7 +167,7 @@ def test_a_residual_learned_loss_from_zero_starts_as_cavias_step_and_learns_a_co
     assert np.abs(expected.numpy()).max() > 1e-4
     for network in (SimpleLossNetwork, RelationLossNetwork):
         residual = _viable(
-            lambda n=network: n(hidden_units=(16, 16), output_init="zeros"), residual=True
+            lambda n=network: n(hidden_units=(16, 16), output_init="zeros"), form=Residual()
         )
         assert residual.hparams()["residual"] is True
         # The same prediction network as CAVIA's (both drawn first under seed 3).
@@ -188,7 +215,7 @@ def test_canonical_logits_put_the_label_first_and_the_rest_in_decreasing_order()
 def test_canonical_class_order_makes_the_learned_loss_blind_to_the_class_numbering():
     """Relabel the classes of an episode (permute the logits' axis and the labels
     together): the cross-entropy is unchanged, and so is the learned loss with
-    class_order='canonical'; with the paper's layout it is not."""
+    Outputs(class_order='canonical'); with the paper's layout it is not."""
     rng = np.random.default_rng(1)
     logits = tf.constant(rng.normal(size=(2, 5, N)), tf.float32)
     labels = tf.constant(rng.integers(0, N, size=(2, 5)), tf.int32)
@@ -198,9 +225,9 @@ def test_canonical_class_order_makes_the_learned_loss_blind_to_the_class_numberi
     relabelled = tf.gather(logits, permutation, axis=-1)
     new_labels = tf.constant(np.argsort(permutation)[labels.numpy()], tf.int32)
     for order, invariant in (("canonical", True), ("episode", False)):
-        learner = _viable(lambda: SimpleLossNetwork(hidden_units=(16,)), class_order=order)
+        learner = _viable(lambda: SimpleLossNetwork(hidden_units=(16,)), features=_ordered(order))
         losses = [
-            learner.loss_network(learner.point_features(x, y, y_hat), mask).numpy()
+            learner.loss_network(_features(learner, x, y, y_hat), mask).numpy()
             for y_hat, y in ((logits, labels), (relabelled, new_labels))
         ]
         if invariant:
@@ -208,17 +235,23 @@ def test_canonical_class_order_makes_the_learned_loss_blind_to_the_class_numberi
         else:
             assert np.abs(losses[0] - losses[1]).max() > 1e-4
     assert learner.feature_dim == 1 + N + N  # the paper's layout: L_T, logits, one-hot
-    canonical = _viable(lambda: SimpleLossNetwork(hidden_units=(4,)), class_order="canonical")
+    canonical = _viable(
+        lambda: SimpleLossNetwork(hidden_units=(4,)), features=_ordered("canonical")
+    )
     assert canonical.feature_dim == 1 + N  # the label is the first logit's position
     with pytest.raises(ValueError, match="class_order must be one of"):
-        _viable(SimpleLossNetwork, class_order="sorted")
+        Outputs(class_order="sorted")
+    with pytest.raises(ValueError, match="drop Labels"):
+        _viable(SimpleLossNetwork, features=[Outputs(class_order="canonical"), Labels()])
 
 
 # -- relVIABLE's pair network on penultimate features ---------------------------------
 
 
 def test_relviable_on_penultimate_features_is_order_invariant_and_respects_the_mask():
-    learner = _viable(lambda: RelationLossNetwork(hidden_units=(32, 32)), pair_inputs="penultimate")
+    learner = _viable(
+        lambda: RelationLossNetwork(hidden_units=(32, 32)), features=_pairs("penultimate")
+    )
     assert learner.network.penultimate_dim == 32  # 8 x 8 pooled twice, 8 channels
     assert learner.feature_dim == 1 + N + N + 32  # L_T, logits, one-hot, h
     support_x, support_y, mask, _ = _episode(b=1, seed=2)
@@ -253,7 +286,7 @@ def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
     state = AdaptedState(context=tf.random.normal([1, C], seed=2))
     values, grads = [], []
     for inputs in ("penultimate", "penultimate_stopped"):
-        learner = _viable(lambda: RelationLossNetwork(hidden_units=(16,)), pair_inputs=inputs)
+        learner = _viable(lambda: RelationLossNetwork(hidden_units=(16,)), features=_pairs(inputs))
         with tf.GradientTape() as tape:
             tape.watch(state)
             loss = learner.inner_loss(state, support_x, support_y, mask)
@@ -264,7 +297,9 @@ def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
             with tf.GradientTape() as tape:
                 tape.watch(state)
                 y_hat = learner.predict(state, support_x)
-                features = learner.point_features(tf.constant(h.numpy()), support_y, y_hat)
+                features = learner.point_features(
+                    Support(learner, state, support_x, support_y, None, y_hat, tf.constant(h))
+                )
                 by_hand = learner.loss_network(features, mask)
             np.testing.assert_allclose(grads[-1], tape.gradient(by_hand, state.context), rtol=1e-5)
     np.testing.assert_array_equal(values[0], values[1])  # the same loss, the same weights
@@ -272,12 +307,14 @@ def test_stopped_penultimate_features_inform_the_loss_but_pass_no_gradient():
 
 
 def test_penultimate_pair_inputs_need_cavia_with_a_functional_model():
-    with pytest.raises(ValueError, match="pair_inputs must be one of"):
-        _viable(RelationLossNetwork, pair_inputs="pixels")
+    with pytest.raises(ValueError, match=r"Inputs\.source must be one of"):
+        Inputs(source="pixels")
     with pytest.raises(ValueError, match="needs VIABLE on CAVIA, with a per-task head"):
-        _on_conv_film(MAMLVIABLE, loss_network=RelationLossNetwork, pair_inputs="penultimate")
+        _on_conv_film(MAMLVIABLE, loss_network=RelationLossNetwork, features=_pairs("penultimate"))
     # The pair network's trainable weights are the learner's own, none twice.
-    learner = _viable(lambda: RelationLossNetwork(hidden_units=(8,)), pair_inputs="penultimate")
+    learner = _viable(
+        lambda: RelationLossNetwork(hidden_units=(8,)), features=_pairs("penultimate")
+    )
     ids = [id(v) for v in learner.trainable_variables]
     assert len(ids) == len(set(ids))
     plain = CAVIA(input_dim=64, output_dim=N, context_dim=C, network=keras_network(conv_film))
@@ -316,7 +353,7 @@ def test_relviable_on_penultimate_features_exports_and_reloads_in_plain_tensorfl
 
     learner = _viable(
         lambda: RelationLossNetwork(hidden_units=(16,), output_init="zeros"),
-        pair_inputs="penultimate_stopped",
+        features=_pairs("penultimate_stopped"),
     )
     learner.loss_network._output.kernel.assign(tf.fill([16, 1], 0.05))  # a loss that moves phi
     support_x, support_y, mask, query_x = _episode(b=1, seed=4)

@@ -6,16 +6,28 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from viable_tf.learners import MAMLVIABLE, VIABLE
+from viable_tf.learners import (
+    MAMLVIABLE,
+    VIABLE,
+    GradientAgreement,
+    Inputs,
+    Labels,
+    Outputs,
+    TaskLoss,
+)
+from viable_tf.learners.loss_features import gradient_agreement
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks, seed_for
+
+#: simVIABLE's point features and each point's gradient agreement.
+AGREE = (TaskLoss(), Outputs(), Labels(), GradientAgreement())
 
 
 def _learner(**kwargs):
     return VIABLE(
         input_dim=1,
         output_dim=1,
-        gradient_agreement=True,
+        features=[TaskLoss(), Outputs(), Labels(), Inputs(), GradientAgreement()],
         loss_network=lambda: RelationLossNetwork(hidden_units=(16, 16)),
         **kwargs,
     )
@@ -35,8 +47,8 @@ def _state(learner, num_tasks):
 def test_features_match_each_points_own_gradient():
     learner, batch = _learner(), _batch()
     state = _state(learner, 4)
-    features = learner.gradient_agreement_features(
-        state, batch.support_x, batch.support_y, batch.support_mask
+    features = gradient_agreement(
+        learner, state, batch.support_x, batch.support_y, batch.support_mask
     ).numpy()
     mask = batch.support_mask.numpy()
     assert mask.sum(axis=1).min() < 6  # padded points present
@@ -66,26 +78,24 @@ def test_features_follow_the_points_when_the_support_set_is_reordered():
     state = _state(learner, 4)
     order = np.random.default_rng(0).permutation(6)
     args = (batch.support_x, batch.support_y, batch.support_mask)
-    features = learner.gradient_agreement_features(state, *args).numpy()
-    shuffled = learner.gradient_agreement_features(
-        state, *(tf.gather(a, order, axis=1) for a in args)
+    features = gradient_agreement(learner, state, *args).numpy()
+    shuffled = gradient_agreement(
+        learner, state, *(tf.gather(a, order, axis=1) for a in args)
     ).numpy()
     np.testing.assert_allclose(shuffled, features[:, order], rtol=1e-5, atol=1e-6)
 
 
 def test_they_widen_the_loss_networks_input_and_stay_constants():
     plain = VIABLE(input_dim=1, output_dim=1, loss_network=SimpleLossNetwork)
-    agreeing = VIABLE(
-        input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, gradient_agreement=True
-    )
+    agreeing = VIABLE(input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, features=AGREE)
     assert agreeing.feature_dim == plain.feature_dim + 2
     assert agreeing.hparams()["gradient_agreement"] is True
     learner, batch = _learner(), _batch()
     state = _state(learner, 4)
     with tf.GradientTape() as tape:
         tape.watch(state.context)
-        features = learner.gradient_agreement_features(
-            state, batch.support_x, batch.support_y, batch.support_mask
+        features = gradient_agreement(
+            learner, state, batch.support_x, batch.support_y, batch.support_mask
         )
     assert tape.gradient(features, state.context) is None
     # The learned loss still reaches phi (through y_hat and L_T) and trains end to end.
@@ -95,6 +105,4 @@ def test_they_widen_the_loss_networks_input_and_stay_constants():
 
 def test_refused_where_phi_is_not_all_that_adapts():
     with pytest.raises(ValueError, match="adapts a context phi"):
-        MAMLVIABLE(
-            input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, gradient_agreement=True
-        )
+        MAMLVIABLE(input_dim=1, output_dim=1, loss_network=SimpleLossNetwork, features=AGREE)

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from conftest import unreached_by_design
 
-from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, AdaptedState
+from viable_tf.learners import CAVIA, MAML, MAMLVIABLE, VIABLE, AdaptedState, Residual
 from viable_tf.networks import AttentionLossNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import SineTasks, seed_for
 from viable_tf.training import Trainer
@@ -214,24 +214,6 @@ def test_multiple_inner_steps_and_validation():
         LEARNERS["maml"](task_loss="mae")
 
 
-def test_feature_options_of_the_reproduction_study():
-    batch = _batch(num_tasks=3)
-    x, y = batch.support_x, batch.support_y
-    y_hat = y + 1.0
-    plain = LEARNERS["relviable"]()
-    scaled = LEARNERS["relviable"](input_scale=5.0)
-    no_loss = LEARNERS["relviable"](include_task_loss=False)
-    f = plain.point_features(x, y, y_hat).numpy()  # (L, y_hat, y, x)
-    np.testing.assert_allclose(f[..., 0], 1.0, rtol=1e-6)  # (y_hat - y)^2
-    np.testing.assert_allclose(
-        scaled.point_features(x, y, y_hat), f / [25.0, 5.0, 5.0, 5.0], rtol=1e-6
-    )
-    np.testing.assert_allclose(no_loss.point_features(x, y, y_hat), f[..., 1:], rtol=1e-6)
-    assert no_loss.loss_network.kernel_first.shape == (3, 32)
-    with pytest.raises(ValueError, match="input_scale must be > 0"):
-        LEARNERS["simviable"](input_scale=0.0)
-
-
 def test_the_adapted_state_nests_by_its_parts():
     weights, context, kernel, bias = (tf.fill([2, 3], float(v)) for v in range(4))
     state = AdaptedState(context=context, weights=[weights], head=(kernel, bias))
@@ -258,7 +240,7 @@ def test_the_adapted_state_nests_by_its_parts():
     ],
 )
 def test_a_residual_learned_loss_from_zero_adapts_as_its_base_learner(base, learned):
-    """`residual=True` adds the learned loss to the base learner's own inner loss, so with
+    """`form=Residual()` adds the learned loss to the base learner's own inner loss, so with
     the loss network's output from zero the inner loop is the base learner's, on CAVIA
     and on MAML alike (the same prediction network, drawn first under one seed)."""
     batch = _batch()
@@ -266,7 +248,7 @@ def test_a_residual_learned_loss_from_zero_adapts_as_its_base_learner(base, lear
     tf.keras.utils.set_random_seed(5)
     plain = base(input_dim=1, output_dim=1)
     tf.keras.utils.set_random_seed(5)
-    residual = learned(input_dim=1, output_dim=1, residual=True)
+    residual = learned(input_dim=1, output_dim=1, form=Residual())
     expected = tf.nest.flatten(plain.adapt(*support))
     got = tf.nest.flatten(residual.adapt(*support))
     assert len(got) == len(expected)

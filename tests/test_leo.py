@@ -19,7 +19,7 @@ from serving.client import Client
 from serving.server import ServerOptions
 from viable_tf.cli.common import parse_gin
 from viable_tf.export import export_saved_model
-from viable_tf.learners import LEO, LEOVIABLE
+from viable_tf.learners import LEO, LEOVIABLE, Residual
 from viable_tf.learners.leo import _Noise, batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
@@ -517,14 +517,14 @@ def test_the_guard_falls_back_to_the_l2_penalty_gradient_as_leos_code():
 
 
 def test_a_residual_learned_loss_from_zero_steps_as_leo_does():
-    """`residual=True` on LEO: the learned loss added to LEO's summed task loss, so with
+    """`form=Residual()` on LEO: the learned loss added to LEO's summed task loss, so with
     the loss network's output from zero the latent and fine-tuning steps are LEO's."""
     batch = _episodes()
     plain = _learner("leo")
     keras.utils.set_random_seed(4)
     residual = LEOVIABLE(
         loss_network=lambda: RelationLossNetwork(hidden_units=(16,), output_init="zeros"),
-        residual=True,
+        form=Residual(),
         learned_finetuning=True,
         input_dim=D,
         output_dim=N,

@@ -10,7 +10,17 @@ import tensorflow as tf
 from inner_step_checks import assert_one_inner_step_is_a_hand_step
 
 from viable_tf.export import export_saved_model
-from viable_tf.learners import CAVIA, VIABLE, PrototypeHead, SteppedLinearHead
+from viable_tf.learners import (
+    CAVIA,
+    VIABLE,
+    Inputs,
+    Labels,
+    Outputs,
+    PrototypeHead,
+    Residual,
+    SteppedLinearHead,
+    TaskLoss,
+)
 from viable_tf.networks import PredictionNetwork, RelationLossNetwork, SimpleLossNetwork
 from viable_tf.tasks import TaskBatch
 
@@ -144,14 +154,14 @@ def test_a_heads_weights_are_checkpointed_and_exported_with_the_learner(tmp_path
 
 
 def test_relviable_under_a_per_task_head_sees_the_features_the_head_maps():
-    """pair_inputs='penultimate' under a per-task head: the network ends at its features,
+    """Inputs(source='penultimate') under a per-task head: the network ends at its features,
     and the pair network sees them at the current phi beside the head's logits; the
     pair loss is order-invariant and a padded point takes part in no pair."""
     learner = _learner(
         adapt_head=True,
         learner=VIABLE,
-        residual=True,
-        pair_inputs="penultimate",
+        form=Residual(),
+        features=[TaskLoss(), Outputs(), Labels(), Inputs(source="penultimate")],
         loss_network=lambda: RelationLossNetwork(hidden_units=(16, 16), activation="tanh"),
     )
     assert learner.feature_dim == 1 + N + N + 24  # L_T, logits, one-hot, h

@@ -89,10 +89,11 @@ VARIATIONS = {
         "pair features without x", ["RelationLossNetwork.include_inputs=False"]
     ),
     "no_task_loss_in_pairs": Variation(
-        "pair features without L_T", ["VIABLE.include_task_loss=False"]
+        "pair features without L_T", ["VIABLE.features=[@Outputs(), @Labels(), @Inputs()]"]
     ),
     "input_scale_5": Variation(
-        "loss-network inputs scaled by 1/5 (L_T by 1/25)", ["VIABLE.input_scale=5.0"]
+        "loss-network inputs scaled by 1/5 (L_T by 1/25)",
+        [f"{part}.scale=5.0" for part in ("TaskLoss", "Outputs", "Labels", "Inputs")],
     ),
     "no_clipping": Variation("no meta-gradient clipping", ["OptimizerChain.transforms=[]"]),
     "two_inner_steps": Variation("2 inner steps", ["VIABLE.num_inner_steps=2"]),

@@ -4,6 +4,15 @@ from viable_tf.learners.base import AdaptedState, Learner
 from viable_tf.learners.cavia import CAVIA
 from viable_tf.learners.heads import Head, LinearHead, PrototypeHead, SteppedLinearHead
 from viable_tf.learners.leo import LEO
+from viable_tf.learners.loss_features import (
+    GradientAgreement,
+    Inputs,
+    Labels,
+    Learned,
+    Outputs,
+    Residual,
+    TaskLoss,
+)
 from viable_tf.learners.maml import MAML
 from viable_tf.learners.matching import MatchingHead
 from viable_tf.learners.metaoptnet import RidgeHead, SVMHead
@@ -18,14 +27,21 @@ __all__ = [
     "MAMLVIABLE",
     "VIABLE",
     "AdaptedState",
+    "GradientAgreement",
     "Head",
+    "Inputs",
+    "Labels",
+    "Learned",
     "Learner",
     "LinearHead",
     "MatchingHead",
+    "Outputs",
     "PrototypeHead",
+    "Residual",
     "RidgeHead",
     "SVMHead",
     "SteppedLinearHead",
+    "TaskLoss",
     "cross_entropy",
     "get_task_loss",
     "squared_error",
