@@ -488,6 +488,16 @@ TABLES = {
 }
 
 
+def peer_rate(rate: int | list[int] | None) -> str:
+    """The JAX peer's rate as measured beside a suite's run: once, or before and after it."""
+    if rate is None:
+        return "not measured"
+    if isinstance(rate, list):
+        before, after = rate
+        return f"{before:,} before, {after:,} after"
+    return f"{rate:,}"
+
+
 @dataclass
 class SuiteTimes:
     """The README's test command timed from fresh clones: one row per record of the
@@ -505,7 +515,7 @@ class SuiteTimes:
         ]
         for r in rows:
             minutes, seconds = divmod(round(r["mean"]), 60)
-            rate = f"{r['jax_peer_rate']:,}" if "jax_peer_rate" in r else "not measured"
+            rate = peer_rate(r.get("jax_peer_rate"))
             lines.append(
                 f"| {r['date']} | {r['commit']} | {r['machine']} | {minutes} min {seconds} s "
                 f"| {rate} | {r['result']} |"

@@ -129,3 +129,9 @@ def test_every_verdict_names_records_that_exist(records):
     for table in (VERDICTS, GLANCE):
         text = table.render(records)
         assert text.count("\n") == len(table.rows) + 3
+
+
+def test_the_jax_peers_rate_is_shown_once_or_before_and_after_a_suites_run():
+    assert render.peer_rate(3301) == "3,301"
+    assert render.peer_rate([2714, 3646]) == "2,714 before, 3,646 after"
+    assert render.peer_rate(None) == "not measured"
