@@ -506,7 +506,8 @@ class SuiteTimes:
     def render(self, records: dict) -> str:
         rows = sorted(
             (r for (bench, _, _), r in records.items() if bench == "test_suite"),
-            key=lambda r: (r["date"], r["commit"]),
+            # Runs of one day by when they started (`started`, UTC), where recorded.
+            key=lambda r: (r["date"], r.get("started", ""), r["commit"]),
             reverse=True,
         )
         lines = [
