@@ -72,7 +72,10 @@ class Support:
     inputs: tf.Tensor
 
 
-def _check_scale(scale: float) -> None:
+def _check(scale: float, name: str = "", value: str = "", choices: tuple[str, ...] = ()) -> None:
+    """Refuses a scale <= 0 and, where given, a `value` of option `name` outside `choices`."""
+    if choices and value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale}")
 
@@ -88,9 +91,7 @@ class TaskLoss:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.of not in TASK_LOSSES:
-            raise ValueError(f"TaskLoss.of must be one of {TASK_LOSSES}, got {self.of!r}")
-        _check_scale(self.scale)
+        _check(self.scale, "TaskLoss.of", self.of, TASK_LOSSES)
 
     def width(self, learner) -> int:
         return 2 if self.of == "both" else 1
@@ -122,9 +123,7 @@ class Outputs:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.class_order not in CLASS_ORDERS:
-            raise ValueError(f"class_order must be one of {CLASS_ORDERS}, got {self.class_order!r}")
-        _check_scale(self.scale)
+        _check(self.scale, "Outputs.class_order", self.class_order, CLASS_ORDERS)
 
     @property
     def holds_label(self) -> bool:
@@ -156,7 +155,7 @@ class Labels:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_scale(self.scale)
+        _check(self.scale)
 
     def width(self, learner) -> int:
         return learner.output_dim
@@ -182,9 +181,7 @@ class Inputs:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.source not in INPUT_SOURCES:
-            raise ValueError(f"Inputs.source must be one of {INPUT_SOURCES}, got {self.source!r}")
-        _check_scale(self.scale)
+        _check(self.scale, "Inputs.source", self.source, INPUT_SOURCES)
 
     @property
     def reads_penultimate(self) -> bool:
