@@ -235,8 +235,12 @@ class AdaptThenPredict(tf.Module):
     def _all_real(support):
         return tf.ones(tf.shape(support)[:2], tf.bool)  # [B, K]: no padding
 
+    # The signatures without a mask, and the PNG ones, call the masked routine's own
+    # tf.function: the inner loop's graph is traced once and held once in the export,
+    # where tracing each signature on its own repeated it in each.
+
     def _serve(self, support_x, support_y, query_x):
-        return self._serve_masked(support_x, support_y, self._all_real(support_x), query_x)
+        return self.serving_masked(support_x, support_y, self._all_real(support_x), query_x)
 
     def _serve_masked(self, support_x, support_y, support_mask, query_x):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
@@ -249,15 +253,15 @@ class AdaptThenPredict(tf.Module):
 
     def _serve_png(self, support_png, support_y, query_png):
         mask = self._all_real(support_png)
-        return self._serve_png_masked(support_png, support_y, mask, query_png)
+        return self.serving_png_masked(support_png, support_y, mask, query_png)
 
     def _serve_png_masked(self, support_png, support_y, support_mask, query_png):
         support_x = decode_pngs(sig.SUPPORT_PNG, support_png, self.input_shape)
         query_x = decode_pngs(sig.QUERY_PNG, query_png, self.input_shape)
-        return self._serve_masked(support_x, support_y, support_mask, query_x)
+        return self.serving_masked(support_x, support_y, support_mask, query_x)
 
     def _adapt(self, support_x, support_y):
-        return self._adapt_masked(support_x, support_y, self._all_real(support_x))
+        return self.adapt_masked(support_x, support_y, self._all_real(support_x))
 
     def _adapt_masked(self, support_x, support_y, support_mask):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
