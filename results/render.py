@@ -28,7 +28,7 @@ from viable_tf.evaluation.statistics import mean_confidence_interval
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RECORDS = os.path.join(HERE, "records")
-PAGES = ("docs/RESULTS.md", "docs/comparisons.md", "README.md", "docs/TESTING.md")
+PAGES = ("docs/RESULTS.md", "docs/comparisons.md", "README.md", "docs/TESTING.md", "docs/images.md")
 REQUIRED = {
     "benchmark": str,
     "setting": str,
@@ -157,6 +157,7 @@ class Table:
                 record = records.get((bench, setting, method))
                 if record is not None:
                     label = label or record["label"]
+                    used.append(record)
                 cells.append(figure(record))
             if label is None and method in self.pending and not any(cells):
                 label, cells = self.pending[method], ["not yet measured"] + [""] * (len(cells) - 1)
@@ -373,6 +374,14 @@ TABLES = {
         best="max",
     ),
     "images": Table(E2E, WAYS, IMAGE_ROWS, best="max", pending=COMPARATORS),
+    # Omniglot's protocol read as an image folder (images/omniglot.gin) beside the
+    # end-to-end pipeline's runs: other episodes of the same protocol, so CIs, not pairs.
+    "image_folder_route": Table(
+        E2E,
+        [("5way1shot", "5-way 1-shot, end-to-end pipeline")],
+        ["protonet", "cavia"],
+        extra=[("5-way 1-shot, as an image folder", "omniglot_image_folder", "5way1shot")],
+    ),
     "images_paired": Paired(
         [
             (E2E, "5way5shot", "simviable", "cavia"),

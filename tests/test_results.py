@@ -135,3 +135,30 @@ def test_the_jax_peers_rate_is_shown_once_or_before_and_after_a_suites_run():
     assert render.peer_rate(3301) == "3,301"
     assert render.peer_rate([2714, 3646]) == "2,714 before, 3,646 after"
     assert render.peer_rate(None) == "not measured"
+
+
+def test_a_column_from_another_benchmark_counts_in_the_source_row():
+    def record(benchmark, commit):
+        return {
+            "benchmark": benchmark,
+            "setting": "5way1shot",
+            "method": "protonet",
+            "label": "Prototypical Network",
+            "metric": "accuracy",
+            "mean": 0.9,
+            "ci95": 0.01,
+            "commit": commit,
+            "date": "2026-11-27",
+            "machine": "a machine",
+        }
+
+    records = {
+        ("main", "5way1shot", "protonet"): record("main", "aaaaaaa"),
+        ("other", "5way1shot", "protonet"): record("other", "bbbbbbb"),
+    }
+    table = render.Table(
+        "main", [("5way1shot", "here")], ["protonet"], extra=[("there", "other", "5way1shot")]
+    )
+    lines = table.render(records).splitlines()
+    assert lines[2] == "| Prototypical Network | 90.0 ± 1.0 | 90.0 ± 1.0 |"
+    assert "commits aaaaaaa, bbbbbbb;" in lines[-1]
