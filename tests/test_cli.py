@@ -59,6 +59,8 @@ def test_train_writes_results_config_events_and_checkpoints(trained_run):
     assert (model_dir / "best").is_dir() and (model_dir / "checkpoints").is_dir()
     assert "tensorboard --logdir" in result.stdout
     assert "test MSE" in result.stdout
+    best = record["checkpoint_step"]
+    assert f"the checkpoint of meta-update {best:,} of 300 trained)" in result.stdout
 
 
 def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run, run_cli):

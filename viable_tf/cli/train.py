@@ -37,12 +37,14 @@ def _main() -> int:
         return 0
     print(json.dumps(record, indent=2))
     model_dir = args.model_dir
-    steps = record["hparams"]["num_steps"]
+    # The checkpoint tested and the updates trained, not NUM_STEPS: a run the patience
+    # rule stops ends short of it.
+    best, trained = record["checkpoint_step"], record["steps_trained"]
     print(
         f"\n{record['method']}: test {METRIC_NAMES[record['metric']]} {record['mean']:.4f} "
         f"+- {record['ci95']:.4f} "
         f"(95% CI, {record['num_tasks']} tasks, K = {record['num_support']}, "
-        f"{steps:,} meta-updates)"
+        f"the checkpoint of meta-update {best:,} of {trained:,} trained)"
     )
     from viable_tf.evaluation.reference import reference_lines
 
