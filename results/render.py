@@ -318,6 +318,7 @@ IMAGE_ROWS = [
     "simviable_stepped_residual",
     "relviable_stepped_residual",
     *COMPARATORS,
+    "matching_tau",  # beyond the paper: the cosine divided by a temperature of 0.1
     "nearest_class_mean",
 ]
 E2E = "omniglot_images"
@@ -404,6 +405,7 @@ TABLES = {
                 ("metaoptnet_svm", "protonet"),
                 ("matching", "protonet"),
                 ("matching_fce", "matching"),
+                ("matching_tau", "matching"),
                 ("metasgd_cavia", "cavia"),
                 ("simviable", "metasgd_cavia"),
                 ("metasgd_simviable", "simviable"),
