@@ -318,7 +318,6 @@ IMAGE_ROWS = [
     "simviable_stepped_residual",
     "relviable_stepped_residual",
     *COMPARATORS,
-    "matching_tau",  # beyond the paper: the cosine divided by a temperature of 0.1
     "nearest_class_mean",
 ]
 E2E = "omniglot_images"
