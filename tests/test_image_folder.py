@@ -263,7 +263,7 @@ def test_every_image_config_builds_its_learner_on_a_folder(config, folder, tmp_p
         [f"IMAGE_DIR={str(folder)!r}", "IMAGE_SIZE=20", "NUM_WAYS=2", "NUM_QUERIES=3"],
     )
     trainer = Trainer(model_dir=str(tmp_path))
-    expected = os.path.basename(config).removesuffix(".gin").replace("protonet", "cavia")
+    expected = os.path.basename(config).removesuffix(".gin")  # protonet: its own name
     assert trainer.learner.method_name.startswith(expected.split("_")[0]), trainer.learner
     assert trainer.tasks.image_shape == (20, 20, 1) and trainer.tasks.input_dim == 400
     batch = trainer.tasks.sample(seed_for(0, 0), 2)

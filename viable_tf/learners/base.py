@@ -123,7 +123,10 @@ class Learner(keras.layers.Layer, abc.ABC):
     @property
     def method_name(self) -> str:
         """The name in results: the base name, 'metasgd_' before it where the inner loop's
-        step sizes are meta-learned."""
+        step sizes are meta-learned; with no inner steps, the method its head is alone
+        (a CAVIA with a prototype head and no steps is a Prototypical Network)."""
+        if not self.num_inner_steps and self.head.method_without_steps:
+            return self.head.method_without_steps
         return ("metasgd_" if self.learned_inner_lr else "") + self.base_name
 
     #: Whether the adapted state is a task context phi [B, C] alone (CAVIA, VIABLE),

@@ -50,6 +50,10 @@ class Head(abc.ABC):
     prototype: str = "mean"
     #: Why a task needs a real support point of every class, or None.
     every_class_reason: str | None = None
+    #: The method a learner with this head and no inner steps is, by its usual name
+    #: ('protonet', 'matching', ...): the head alone classifies. '' where the head needs
+    #: the learner's inner loop, whose method then names the run.
+    method_without_steps: str = ""
 
     def check(self, task_loss: str) -> None:
         """Raises ValueError where the head does not fit the learner's task loss (any
@@ -129,6 +133,7 @@ class PrototypeHead(Head):
     """
 
     name = "prototypes"
+    method_without_steps = "protonet"  # Snell et al. 2017
     network_output_layer = False
     per_task = True
     every_class_reason = "this model's output layer starts at each class's support mean"

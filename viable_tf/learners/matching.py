@@ -41,6 +41,7 @@ class MatchingHead(Head):
     """
 
     name = "matching"
+    method_without_steps = "matching"
     network_output_layer = False
     per_task = True
 
@@ -56,7 +57,7 @@ class MatchingHead(Head):
         self.processing_steps = int(processing_steps)
         self.support_lstm = self.query_lstm = None
         if full_context:
-            self.name = "matching_fce"
+            self.name = self.method_without_steps = "matching_fce"
 
     def check(self, task_loss: str) -> None:
         require_classifier("MatchingHead", task_loss)

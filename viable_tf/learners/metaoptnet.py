@@ -165,6 +165,7 @@ class RidgeHead(_SolvedLinearHead):
     too strong for this project's 32 conv features), logits times a learned scale."""
 
     name = "ridge"
+    method_without_steps = "r2d2"  # Bertinetto et al. 2019
 
     def __init__(self, l2: float = 1.0, learn_l2: bool = True, scale: float = 1.0) -> None:
         super().__init__(scale)
@@ -197,6 +198,7 @@ class SVMHead(_SolvedLinearHead):
     `num_iterations` of accelerated projected gradient on the dual."""
 
     name = "svm"
+    method_without_steps = "metaoptnet_svm"  # Lee et al. 2019
 
     def __init__(
         self, c: float = 0.1, eps: float = 1.0, num_iterations: int = 50, scale: float = 1.0
