@@ -116,16 +116,25 @@ def crammer_singer_dual(
 
 class _SolvedLinearHead(Head):
     """A per-task linear output layer solved from the support set's features, its logits
-    times a meta-learned scale (MetaOptNet's)."""
+    times a meta-learned scale (MetaOptNet's). With `normalize`, the support and query
+    features are divided by their l2 norms first: their scale is then fixed, where a
+    network without batch normalisation can grow it until the head's constants (the
+    SVM's C and eps, a fixed ridge lambda) no longer act."""
 
     network_output_layer = False
     per_task = True
 
-    def __init__(self, scale: float = 1.0) -> None:
+    def __init__(self, scale: float = 1.0, normalize: bool = False) -> None:
         if not scale > 0:
             raise ValueError(f"scale must be > 0, got {scale}")
         self.initial_scale = float(scale)
+        self.normalize = bool(normalize)
         self.scale = None
+
+    def _features(self, features: tf.Tensor) -> tf.Tensor:
+        """[B, P, H] as the solve sees them: l2-normalised where `normalize` (a zero row,
+        a padded point's, stays zero)."""
+        return tf.math.l2_normalize(features, axis=-1) if self.normalize else features
 
     def check(self, task_loss: str) -> None:
         require_classifier(type(self).__name__, task_loss)
@@ -144,7 +153,7 @@ class _SolvedLinearHead(Head):
         return (kernel,)
 
     def start(self, features, support_y, support_mask, num_classes):
-        x = masked_features(features(), support_mask)  # [B, K, H]
+        x = masked_features(self._features(features()), support_mask)  # [B, K, H]
         y = masked_one_hot(support_y, support_mask, num_classes)  # [B, K, N]
         return (self.solve(x, y, support_mask),)
 
@@ -154,7 +163,7 @@ class _SolvedLinearHead(Head):
 
     def apply(self, outputs, state):
         (kernel,) = state
-        return self.scale * tf.matmul(outputs, kernel)  # [B, P, N]
+        return self.scale * tf.matmul(self._features(outputs), kernel)  # [B, P, N]
 
 
 @gin.configurable
@@ -167,8 +176,10 @@ class RidgeHead(_SolvedLinearHead):
     name = "ridge"
     method_without_steps = "r2d2"  # Bertinetto et al. 2019
 
-    def __init__(self, l2: float = 1.0, learn_l2: bool = True, scale: float = 1.0) -> None:
-        super().__init__(scale)
+    def __init__(
+        self, l2: float = 1.0, learn_l2: bool = True, scale: float = 1.0, normalize: bool = False
+    ) -> None:
+        super().__init__(scale, normalize)
         if not l2 > 0:
             raise ValueError(f"l2 must be > 0, got {l2}")
         self.initial_l2 = float(l2)
@@ -195,15 +206,21 @@ class RidgeHead(_SolvedLinearHead):
 class SVMHead(_SolvedLinearHead):
     """MetaOptNet-SVM's output layer: the Crammer-Singer SVM on the support features
     (C = `c`, 0.1 in the original; its code's `eps` = 1), solved in the graph by
-    `num_iterations` of accelerated projected gradient on the dual."""
+    `num_iterations` of accelerated projected gradient on the dual; `normalize` fixes the
+    features' scale (l2), so that C and eps keep the meaning the paper gives them."""
 
     name = "svm"
     method_without_steps = "metaoptnet_svm"  # Lee et al. 2019
 
     def __init__(
-        self, c: float = 0.1, eps: float = 1.0, num_iterations: int = 50, scale: float = 1.0
+        self,
+        c: float = 0.1,
+        eps: float = 1.0,
+        num_iterations: int = 50,
+        scale: float = 1.0,
+        normalize: bool = False,
     ) -> None:
-        super().__init__(scale)
+        super().__init__(scale, normalize)
         if not c > 0 or not eps >= 0:
             raise ValueError(f"SVMHead needs c > 0 and eps >= 0, got c={c}, eps={eps}")
         if num_iterations < 1:
