@@ -216,7 +216,7 @@ OMNIGLOT = [
     new_code_cell(
         "encoder = omniglot.frozen_encoder(work)  # the frozen encoder of stage 1\n"
         "path = export_saved_model(trainer.learner, os.path.join(work, 'export'), featurizer=encoder,\n"
-        "                          input_shape=data.IMAGE_SHAPE)\n"
+        "                          input_shape=data.IMAGE_SHAPE, normalize=True)  # LEO's features\n"
         "serve = tf.saved_model.load(path).signatures['serving_default']\n"
         "from serving.omniglot_client import omniglot_episode\n"
         "support_x, support_y, query_x, query_y = omniglot_episode(DATA_DIR, ways=5, shots=1, queries=2, seed=7)\n"
@@ -340,7 +340,9 @@ IMAGES = [
     new_code_cell(
         "featurizer, image_shape = trainer.tasks.raw_inputs()\n"
         "export_base = os.path.join(work, 'export')\n"
-        "export_saved_model(trainer.learner, export_base, featurizer=featurizer, input_shape=image_shape)\n"
+        "export_saved_model(  # the pixels as training took them: not l2-normalised\n"
+        "    trainer.learner, export_base, featurizer=featurizer, input_shape=image_shape, normalize=False\n"
+        ")\n"
         "server = subprocess.Popen(\n"
         "    [os.path.join(os.path.dirname(sys.executable), 'viable-serve'), '--model_name=images',\n"
         "     f'--model_base_path={export_base}', '--port=0', '--rest_api_port=0'],\n"

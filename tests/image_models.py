@@ -46,6 +46,7 @@ def export_image_classifier(base: str, examples: str, *, version: int | None = N
         version=version,
         model_name="glyphs",
         featurizer=omniglot.pixel_featurizer(),
+        normalize=True,
         input_shape=omniglot.IMAGE_SHAPE,
         warmup_inputs=functools.partial(warmup_images, num_ways=WAYS),
         extra_assets={"examples": examples},

@@ -387,7 +387,11 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
         [keras.Input((6, 6, 1)), keras.layers.Flatten(), keras.layers.Dense(8)]
     )
     learner = _classifier(SimpleLossNetwork, input_dim=8)
-    path = export_saved_model(learner, str(tmp_path), featurizer=encoder, input_shape=(6, 6, 1))
+    with pytest.raises(ValueError, match="say whether its output is l2-normalised"):
+        export_saved_model(learner, str(tmp_path), featurizer=encoder, input_shape=(6, 6, 1))
+    path = export_saved_model(
+        learner, str(tmp_path), featurizer=encoder, input_shape=(6, 6, 1), normalize=True
+    )
     serve = tf.saved_model.load(path).signatures["serving_masked"]
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 1, (2, 7, 6, 6, 1)).astype(np.float32)

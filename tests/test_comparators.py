@@ -406,6 +406,7 @@ def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
         learner,
         str(tmp_path / name),
         featurizer=omniglot.pixel_featurizer(),
+        normalize=True,
         input_shape=omniglot.IMAGE_SHAPE,
     )
     loaded = tf.saved_model.load(path)

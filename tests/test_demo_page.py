@@ -307,7 +307,9 @@ def classifier_server(tmp_path_factory):
         network=lambda **kw: PredictionNetwork(hidden_units=(32,), features=[SkipInputs()], **kw),
     )
     base = str(tmp_path_factory.mktemp("models") / "glyphs")
-    export_saved_model(learner, base, featurizer=featurizer, input_shape=(16, 16, 1))
+    export_saved_model(
+        learner, base, featurizer=featurizer, input_shape=(16, 16, 1), normalize=True
+    )
     running = RunningServer(
         ServerOptions(models=[model_config("glyphs", base)], port=0, rest_api_port=0)
     )

@@ -16,6 +16,7 @@ from PIL import Image
 
 from viable_tf.cli import export as export_cli
 from viable_tf.cli import train as train_cli
+from viable_tf.config import load_run
 from viable_tf.datasets import image_folder
 from viable_tf.export.pngs import encode_pngs
 from viable_tf.tasks import seed_for
@@ -236,6 +237,17 @@ def test_one_command_trains_on_a_folder_and_the_export_takes_pngs(folder, tmp_pa
     )["logits"].numpy()
     assert served.shape == (1, 4, 2)
     np.testing.assert_allclose(as_pngs, served, rtol=1e-4, atol=1e-5)
+    # The export answers as the trained model does on the pixels training took (not
+    # l2-normalised, as features read through LEO's format are).
+    run = load_run(str(model_dir))
+    pixels, _ = run.tasks.raw_inputs()
+    support, query = (
+        tf.reshape(pixels(drawings[0, s]), [1, -1, 784]) for s in (slice(2), slice(2, 6))
+    )
+    state = run.learner.adapt(support, labels, tf.ones([1, 2], tf.bool))
+    np.testing.assert_allclose(
+        served, run.learner.predict(state, query).numpy(), rtol=1e-4, atol=1e-5
+    )
 
     bad = tmp_path / "bad_run"
     argv[1] = f"--gin_param=IMAGE_DIR={str(tmp_path / 'missing')!r}"

@@ -40,7 +40,9 @@ def _main() -> int:
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
     with open(run.run_dir.operative_config) as f:
         config = f.read()
-    raw = run.tasks.raw_inputs()  # images, for a run on a folder of images
+    # Images, for a run on a folder of images: its raw_inputs() give the learner's inputs
+    # exactly as training took them, so they are not l2-normalised (as features are).
+    raw = run.tasks.raw_inputs()
     featurizer, input_shape = raw if raw is not None else (None, None)
     path = export_saved_model(
         run.learner,
@@ -52,6 +54,7 @@ def _main() -> int:
         warmup_inputs=run.tasks.warmup_inputs if raw is None else None,
         featurizer=featurizer,
         input_shape=input_shape,
+        normalize=False,
     )
     print(f"exported {run.learner.method_name} to {path}")
     print(

@@ -170,6 +170,7 @@ def export(work_dir: str, run: str, *, featurizer=None, examples: str | None = N
         metadata=metadata,
         model_name=run,
         featurizer=frozen_encoder(work_dir) if featurizer is None else featurizer,
+        normalize=True,  # the runs trained on LEO-format features, l2-normalised
         input_shape=omniglot.IMAGE_SHAPE,
         warmup_inputs=functools.partial(warmup_images, num_ways=loaded.tasks.num_ways),
         extra_assets={"examples": examples} if examples else None,

@@ -65,8 +65,13 @@ class AdaptThenPredict(tf.Module):
         [B, Q, N] and `classes` [B, Q].
       featurizer: optional frozen Keras model applied to every support and query input
         first (e.g. Omniglot's image encoder, or the pixels' preprocessing of an
-        end-to-end model), its output l2-normalised as the training features were;
-        `input_shape` is then the shape of one raw input.
+        end-to-end model); `input_shape` is then the shape of one raw input.
+      normalize: with a featurizer, whether its output is l2-normalised before the
+        learner takes it (required: the export must feed the learner what it trained on).
+        True where the learner trained on features read through LEO's format, which its
+        loader l2-normalises (the Omniglot pipelines' encoder features and pixels); False
+        where the featurizer gives the learner's inputs as training took them (a task
+        family's `raw_inputs()`, e.g. a folder of images).
     """
 
     def __init__(
@@ -75,12 +80,20 @@ class AdaptThenPredict(tf.Module):
         *,
         featurizer: keras.Model | None = None,
         input_shape: tuple[int, ...] | None = None,
+        normalize: bool | None = None,
     ) -> None:
         super().__init__(name="adapt_then_predict")
         if (featurizer is None) != (input_shape is None):
             raise ValueError("featurizer and input_shape go together")
+        if featurizer is not None and normalize is None:
+            raise ValueError(
+                "with a featurizer, say whether its output is l2-normalised for the learner: "
+                "normalize=True for features read through LEO's format, False for a task "
+                "family's raw_inputs() (e.g. a folder of images)"
+            )
         self.learner = learner
         self.featurizer = featurizer
+        self.normalize = normalize
         self.classification = learner.is_classifier
         self.input_shape = tuple(input_shape or (learner.input_dim,))  # one raw input
         # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
@@ -151,10 +164,13 @@ class AdaptThenPredict(tf.Module):
             return x
         shape = tf.shape(x)
         flat = tf.reshape(x, [-1, *self.input_shape])  # [B*P, ...]
+
+        def featurize():
+            features = self.featurizer(flat, training=False)
+            return tf.math.l2_normalize(features, axis=-1) if self.normalize else features
+
         features = tf.cond(
-            tf.size(flat) > 0,
-            lambda: tf.math.l2_normalize(self.featurizer(flat, training=False), axis=-1),
-            lambda: tf.zeros([0, self.learner.input_dim]),
+            tf.size(flat) > 0, featurize, lambda: tf.zeros([0, self.learner.input_dim])
         )
         return tf.reshape(features, [shape[0], shape[1], self.learner.input_dim])
 
@@ -284,6 +300,7 @@ def export_saved_model(
     model_name: str = "viable",
     featurizer: keras.Model | None = None,
     input_shape: tuple[int, ...] | None = None,
+    normalize: bool | None = None,
     warmup_inputs: WarmupInputs | None = None,
     extra_assets: dict[str, str] | None = None,
 ) -> str:
@@ -292,7 +309,8 @@ def export_saved_model(
     `warmup_inputs(rng, num_support=K, num_query=Q)` makes the warm-up requests' inputs
     (see `warmup_requests`): pass the run's task family's `warmup_inputs`.
     `extra_assets` maps names in assets.extra/ to files or folders copied there (e.g.
-    example drawings for the demo page, with their licence).
+    example drawings for the demo page, with their licence). `featurizer`, `input_shape`
+    and `normalize`: as `AdaptThenPredict` takes them.
 
     A server polling `export_base` never sees a half-written version: the export is
     written to a hidden temporary folder beside it and renamed into place.
@@ -304,7 +322,9 @@ def export_saved_model(
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists; expected a new version number")
     os.makedirs(export_base, exist_ok=True)
-    module = AdaptThenPredict(learner, featurizer=featurizer, input_shape=input_shape)
+    module = AdaptThenPredict(
+        learner, featurizer=featurizer, input_shape=input_shape, normalize=normalize
+    )
     staging = tempfile.mkdtemp(prefix=f".{version}-", dir=export_base)
     try:
         tf.saved_model.save(module, staging, signatures=module.signatures())

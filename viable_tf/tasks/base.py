@@ -70,8 +70,9 @@ class TaskFamily(abc.ABC):
 
     def raw_inputs(self) -> tuple[keras.Model, tuple[int, ...]] | None:
         """What an export of a run on these tasks takes instead of the learner's inputs:
-        (a featurizer from one raw input to the learner's input, the raw input's shape),
-        or None when the learner's inputs are what a client sends (the default)."""
+        (a featurizer from one raw input to the learner's input exactly as training took
+        it, the raw input's shape; an export applies it with `normalize=False`), or None
+        when the learner's inputs are what a client sends (the default)."""
         return None
 
     @abc.abstractmethod
