@@ -18,7 +18,7 @@ from viable_tf.cli import export as export_cli
 from viable_tf.cli import train as train_cli
 from viable_tf.config import load_run
 from viable_tf.datasets import image_folder
-from viable_tf.export.pngs import encode_pngs
+from viable_tf.export.pngs import decode_png, encode_pngs
 from viable_tf.tasks import seed_for
 from viable_tf.tasks.images import ImageFolderEpisodes
 
@@ -83,6 +83,24 @@ def test_every_format_size_and_mode_becomes_the_configured_image(folder):
     # The formats agree on what they hold: each class's bar is where its label puts it.
     rows = images[:, :, 4:-4, 0].mean(axis=(0, 2))
     assert rows[1:4].mean() < 0.6 < rows[10:].mean()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_a_colour_png_read_as_grey_is_what_the_served_png_signature_sees(mode, tmp_path):
+    """Training's grey (channels=1) of a colour image is the decoder's, which the served
+    graph's PNG decoding uses: ITU-R 601 luma, alpha over white, to 1/255 (a plain mean of
+    the channels is 0.03 to 0.1 off for saturated colours)."""
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, size=(24, 24, len(mode)), dtype=np.uint8)
+    pixels[0, :3, :3] = [[255, 0, 0], [0, 255, 0], [0, 0, 255]]
+    path = tmp_path / f"colour_{mode}.png"
+    Image.fromarray(pixels, mode).save(path)
+    trained, _ = image_folder.decode(
+        [str(path)], image_size=(24, 24), channels=1, bad_files="refuse"
+    )
+    served = decode_png(path.read_bytes(), channels=1)  # the served graph's decoding
+    assert trained.shape == (1, *served.shape)
+    np.testing.assert_allclose(trained[0], served, rtol=0, atol=1 / 255 + 1e-6)
 
 
 def test_splits_are_class_disjoint_and_groups_stay_whole(folder, tmp_path):

@@ -277,18 +277,33 @@ def decode(
 
 def convert(image, image_size: tuple[int, int], channels: int):
     """One decoded uint8 image [h, w, c] (c = 1..4) -> float32 [H, W, channels] of 0..1:
-    alpha composited over white, grey <-> colour, resized by area averaging."""
+    colour to grey as PNG and JPEG decoders convert (`luminance`, so that a served PNG
+    signature, whose decoder converts it, sees the grey training saw, to 1/255), grey to
+    colour by repetition, alpha composited over white, resized by area averaging."""
     import tensorflow as tf
 
-    image = tf.cast(image, tf.float32) / 255.0
-    c = image.shape[-1]
-    if c in (2, 4):  # grey or colour with alpha: over a white background
-        alpha = image[..., -1:]
-        image = image[..., :-1] * alpha + (1.0 - alpha)
-    if channels == 1 and image.shape[-1] == 3:
-        image = tf.reduce_mean(image, -1, keepdims=True)
-    elif channels == 3 and image.shape[-1] == 1:
-        image = tf.repeat(image, 3, -1)
+    image = tf.convert_to_tensor(image)
+    colour, alpha = (
+        (image[..., :-1], image[..., -1:]) if image.shape[-1] in (2, 4) else (image, None)
+    )
+    if channels == 1 and colour.shape[-1] == 3:
+        colour = luminance(colour)
+    elif channels == 3 and colour.shape[-1] == 1:
+        colour = tf.repeat(colour, 3, -1)
+    image = tf.cast(colour, tf.float32) / 255.0
+    if alpha is not None:  # over a white background
+        alpha = tf.cast(alpha, tf.float32) / 255.0
+        image = image * alpha + (1.0 - alpha)
     if tuple(image.shape[:2]) != tuple(image_size):
         image = tf.image.resize(image, image_size, method="area")
     return tf.clip_by_value(image, 0.0, 1.0)  # area sums can pass 1 by an ulp
+
+
+def luminance(rgb):
+    """uint8 [h, w, 3] -> uint8 [h, w, 1]: ITU-R 601 luma, floor((299 R + 587 G + 114 B) /
+    1000), the weights PNG and JPEG decoders use for grey (equal to TensorFlow's PNG
+    decoder on 99.6% of random colours and within 1 of it on the rest)."""
+    import tensorflow as tf
+
+    r, g, b = tf.unstack(tf.cast(rgb, tf.int32), axis=-1)
+    return tf.cast((299 * r + 587 * g + 114 * b) // 1000, tf.uint8)[..., None]
