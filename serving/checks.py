@@ -114,7 +114,7 @@ def check_inputs(
             message = sig.check_pngs(name, inputs[name])
             if message:
                 raise invalid(message)
-            pixels += sum(w * h for w, h in map(sig.png_size, inputs[name].flat))
+            pixels += sum(w * h for w, h in map(sig.image_size, inputs[name].flat))
     if pixels > limits.max_image_pixels:
         raise invalid(
             f"the request's PNGs hold {pixels} pixels, above the server's bound of "

@@ -23,6 +23,7 @@ from serving.omniglot_client import omniglot_episode
 from serving.rest_client import json_value
 from serving.server import ServerOptions
 from viable_tf.datasets import omniglot
+from viable_tf.export import pngs as pngs_module
 from viable_tf.export import signature as sig
 from viable_tf.export.pngs import decode_png, encode_pngs
 
@@ -125,6 +126,43 @@ def test_pngs_of_any_size_and_colour_type_are_read_as_drawings_on_white():
     # RGB, opaque: gray values pass exactly
     rgb = np.repeat((drawing * 255).astype(np.uint8), 3, axis=-1)
     np.testing.assert_array_equal(decode_png(tf.io.encode_png(rgb).numpy()), drawing)
+
+
+def test_a_jpeg_is_read_as_a_png_is_and_its_size_checked_from_its_header(loaded):
+    """serving_png takes JPEG files too: decoded in the graph as `decode_png` decodes
+    them (colour, then grey by luma), answered as their decoded tensors are; their size
+    is read from the start-of-frame segment at the boundary and in the graph."""
+    support_x, support_y, query_x, _ = _episode(seed=2)
+
+    def jpegs(x):  # [1, P, 105, 105, 1] in 0..1 -> [1, P] colour JPEG files
+        files = np.empty((1, x.shape[1]), object)
+        for i in range(x.shape[1]):
+            rgb = np.repeat(np.round(x[0, i] * 255).astype(np.uint8), 3, -1)
+            files[0, i] = tf.io.encode_jpeg(rgb, quality=90).numpy()
+        return files
+
+    support, query = jpegs(support_x), jpegs(query_x)
+    assert sig.image_size(support[0, 0]) == (105, 105) and sig.check_pngs("q", query) is None
+    as_read = lambda files: np.stack([decode_png(f) for f in files[0]])[None]  # noqa: E731
+    decoded = tf.function(lambda s: pngs_module.decode_pngs("q", s, (105, 105, 1)))(
+        tf.constant(support, tf.string)
+    ).numpy()
+    np.testing.assert_array_equal(decoded, as_read(support))
+    tensors = _call(
+        loaded,
+        "serving_default",
+        support_x=as_read(support),
+        support_y=support_y,
+        query_x=as_read(query),
+    )
+    served = _call(loaded, "serving_png", support_png=support, support_y=support_y, query_png=query)
+    np.testing.assert_array_equal(served["logits"], tensors["logits"])
+    wide = tf.io.encode_jpeg(np.zeros((1, 2000, 3), np.uint8)).numpy()
+    assert sig.jpeg_size(wide) == (2000, 1)
+    assert "is a 2000 x 1 image" in sig.check_pngs("query_png", np.array([wide], object))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="larger than 1024"):
+        pngs_module.decode_pngs("q", tf.constant([[wide]]), (105, 105, 1))
+    assert sig.jpeg_size(b"\xff\xd8\xff\xe0 truncated") is None
 
 
 def test_a_larger_png_is_resized_to_the_input_by_area(loaded):
@@ -254,7 +292,7 @@ def _bad_cases():
         ),
         "a PNG too large on a side": (
             {**good, "query_png": huge},
-            "query_png[0, 1] is a 5000 x 5000 PNG",
+            "query_png[0, 1] is a 5000 x 5000 image",
         ),
         "more decoded pixels than the bound": ({**good, "query_png": many}, "--max_image_pixels"),
         "a label outside 0..N-1": ({**good, "support_y": outside}, "class labels 0..4"),

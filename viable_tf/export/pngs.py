@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from viable_tf.datasets.image_folder import luminance
 from viable_tf.export import signature as sig
 
 
@@ -43,12 +44,10 @@ def over_white(color, alpha):
 
 
 def decode_png(data: bytes, channels: int = 1) -> np.ndarray:
-    """One PNG -> float32 [H, W, C] in 0..1 (white = 1; transparent pixels as white), as
-    the served graph decodes it before resizing."""
-    color = tf.io.decode_png(data, channels=channels).numpy()
-    alpha = tf.io.decode_png(data, channels=4).numpy()[..., 3:]
-    blended = over_white(color.astype(np.float32), alpha.astype(np.float32))
-    return np.where(alpha == 255, UINT8_SCALED[color], blended).astype(np.float32)
+    """One PNG or JPEG -> float32 [H, W, C] in 0..1 (white = 1; transparent pixels as
+    white), as the served graph decodes it before resizing, and as training reads an
+    image file (`datasets.image_folder.convert`): decoded to colour, then grey by luma."""
+    return _decode(tf.constant(data), channels).numpy()
 
 
 def decode_pngs(name: str, pngs: tf.Tensor, image_shape) -> tf.Tensor:
@@ -64,35 +63,59 @@ def decode_pngs(name: str, pngs: tf.Tensor, image_shape) -> tf.Tensor:
 
 
 def _decode_png_graph(name: str, data: tf.Tensor, image_shape: tuple) -> tf.Tensor:
-    """One PNG -> float32 [H, W, C] in 0..1, white = 1, as Omniglot's are read."""
+    """One PNG or JPEG -> float32 [H, W, C] in 0..1, white = 1, as training reads an
+    image file; refused (by `name`) unless it is a PNG or JPEG of at most MAX_PNG_SIDE a
+    side, from its header, before it is decoded."""
     height, width, channels = image_shape
     header = tf.strings.substr(data + b"\0" * 24, 0, 24)  # safe on short strings
     is_png = tf.logical_and(
         tf.equal(tf.strings.substr(header, 0, 8), sig.PNG_MAGIC),
         tf.equal(tf.strings.substr(header, 12, 4), b"IHDR"),
     )
-    check_png = tf.debugging.assert_equal(
-        is_png, True, message=f"{name} holds a string that is not a PNG"
+    is_jpeg = tf.equal(tf.strings.substr(header, 0, 3), sig.JPEG_MAGIC)
+    check_format = tf.debugging.assert_equal(
+        tf.logical_or(is_png, is_jpeg),
+        True,
+        message=f"{name} holds a string that is not a PNG or JPEG",
     )
-    with tf.control_dependencies([check_png]):
-        size = tf.io.decode_raw(
-            tf.strings.substr(header, 16, 8), tf.int32, little_endian=False
-        )  # [width, height]
+    with tf.control_dependencies([check_format]):
+        size = tf.cond(  # [width, height]
+            is_png,
+            lambda: tf.io.decode_raw(
+                tf.strings.substr(header, 16, 8), tf.int32, little_endian=False
+            ),
+            lambda: tf.reverse(tf.image.extract_jpeg_shape(data)[:2], [0]),
+        )
     check_size = tf.debugging.assert_equal(
         tf.reduce_all(tf.logical_and(size > 0, size <= sig.MAX_PNG_SIDE)),
         True,
-        message=f"{name} holds a PNG larger than {sig.MAX_PNG_SIDE} pixels on a side",
+        message=f"{name} holds an image larger than {sig.MAX_PNG_SIDE} pixels on a side",
     )
     with tf.control_dependencies([check_size]):
-        color = tf.io.decode_png(data, channels=channels)  # uint8 [h, w, C]
-        alpha = tf.io.decode_png(data, channels=4)[..., 3:]  # uint8 [h, w, 1]
-    image = tf.where(
-        tf.equal(alpha, 255),
-        tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
-        over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
-    )
+        image = _decode(data, channels)
     return tf.cond(
         tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
         lambda: image,
         lambda: tf.image.resize(image, [height, width], method="area"),
+    )
+
+
+def _decode(data: tf.Tensor, channels: int) -> tf.Tensor:
+    """A PNG or JPEG string -> float32 [h, w, channels] in 0..1: decoded to colour and
+    coverage (a JPEG's is full), to grey by `luminance` as training converts, laid over
+    white where not opaque."""
+    rgba = tf.cond(
+        tf.equal(tf.strings.substr(data, 0, 3), sig.JPEG_MAGIC),
+        lambda: tf.pad(
+            tf.io.decode_jpeg(data, channels=3), [[0, 0], [0, 0], [0, 1]], constant_values=255
+        ),
+        lambda: tf.io.decode_png(data, channels=4),
+    )
+    color, alpha = rgba[..., :3], rgba[..., 3:]  # uint8 [h, w, 3], [h, w, 1]
+    if channels == 1:
+        color = luminance(color)
+    return tf.where(
+        tf.equal(alpha, 255),
+        tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
+        over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
     )

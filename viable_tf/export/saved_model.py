@@ -14,14 +14,15 @@ featurizer (Omniglot's frozen image encoder) x is the raw input, e.g. images
 [B, K, 105, 105, 1], and D its feature size.
 
 An export whose raw input is an image (`input_shape` [H, W, C], C = 1 or 3) also
-takes its drawings as encoded PNG strings, in serving_png and serving_png_masked:
+takes its drawings as encoded PNG or JPEG strings, in serving_png and serving_png_masked:
     support_png string [B, K], support_y int32 [B, K], query_png string [B, Q]
-Each PNG is decoded in the graph (any bit depth and colour type; transparent pixels
-count as white, as on paper), scaled to 0..1 and resized to H x W by area averaging
-when its size differs; a PNG of H x W gives exactly the tensor serving_default takes
-(Omniglot's are read so for training). A string that is not a PNG, or a PNG larger
-than `signature.MAX_PNG_SIDE` on a side, is INVALID_ARGUMENT, checked from its header
-before it is decoded.
+Each is decoded in the graph as training reads an image file (any PNG bit depth and
+colour type; transparent pixels count as white, as on paper; colour to grey by luma),
+scaled to 0..1 and resized to H x W by area averaging when its size differs; a PNG of
+H x W gives exactly the tensor serving_default takes (Omniglot's are read so for
+training). A string that is not a PNG or JPEG, or an image larger than
+`signature.MAX_PNG_SIDE` on a side, is INVALID_ARGUMENT, checked from its header before
+it is decoded.
 
 The graph is plain TensorFlow (the inner loop's gradient is traced into it; no
 py_function, no XLA), so the real `tensorflow_model_server` loads it unchanged.

@@ -14,7 +14,7 @@ Signatures (every input has a leading task axis B; K and Q vary per request):
   adapt            support_x, support_y -> context [B, C]          (CAVIA, VIABLE)
   adapt_masked     the same plus support_mask
   predict          context [B, C], query_x [B, Q, D] -> predictions (CAVIA, VIABLE)
-  serving_png      an image classifier's drawings as encoded PNGs: support_png string
+  serving_png      an image classifier's drawings as PNG or JPEG files: support_png string
                    [B, K], support_y int32 [B, K], query_png string [B, Q] -> what
                    serving_default returns (decoded, resized to the model's input and
                    scaled inside the graph, exactly as serving_default's images are read)
@@ -59,9 +59,12 @@ BLANK_PNG = (
     b"\x00\x00IEND\xaeB`\x82"
 )
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-#: The largest width or height of a PNG the image signatures decode (a small PNG can
-#: claim a huge image; it is refused from its header, before any decoding).
+JPEG_MAGIC = b"\xff\xd8\xff"
+#: The largest width or height of a PNG or JPEG the image signatures decode (a small file
+#: can claim a huge image; it is refused from its header, before any decoding).
 MAX_PNG_SIDE = 1024
+#: JPEG's start-of-frame markers (baseline, progressive, ...), which carry the size.
+_JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 #: Each plain signature's masked form (the batcher pads K and runs that one).
 MASKED_FORM = {
@@ -138,19 +141,48 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
+def jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a JPEG's start-of-frame segment, or None if `data` is not
+    a JPEG whose segments lead to one."""
+    if data[:3] != JPEG_MAGIC:
+        return None
+    at = 2
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # a fill byte
+            at += 1
+        elif marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            at += 2
+        elif marker in _JPEG_FRAMES:
+            if at + 9 > len(data):
+                return None
+            height = int.from_bytes(data[at + 5 : at + 7], "big")
+            return int.from_bytes(data[at + 7 : at + 9], "big"), height
+        else:
+            at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+    return None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a PNG or JPEG from its header, or None if it is neither."""
+    return png_size(data) or jpeg_size(data)
+
+
 def check_pngs(name: str, values: np.ndarray) -> str | None:
-    """None if every string of `values` starts as a PNG no larger than MAX_PNG_SIDE
-    on a side, else the message naming the first that does not, by its index."""
+    """None if every string of `values` starts as a PNG or JPEG no larger than
+    MAX_PNG_SIDE on a side, else the message naming the first that does not, by its index."""
     flat = np.asarray(values, dtype=object).reshape(-1)
     shape = np.shape(values)
     for index, data in enumerate(flat):
         where = f"{name}{[int(i) for i in np.unravel_index(index, shape)]}" if shape else name
-        size = png_size(data if isinstance(data, bytes) else b"")
+        size = image_size(data if isinstance(data, bytes) else b"")
         if size is None:
-            return f"{where} is not a PNG (expected the bytes of a .png file)"
+            return f"{where} is not a PNG or JPEG (expected the bytes of a .png or .jpg file)"
         if not (0 < size[0] <= MAX_PNG_SIDE and 0 < size[1] <= MAX_PNG_SIDE):
             return (
-                f"{where} is a {size[0]} x {size[1]} PNG; each side must be 1..{MAX_PNG_SIDE} "
-                "pixels"
+                f"{where} is a {size[0]} x {size[1]} image; each side must be "
+                f"1..{MAX_PNG_SIDE} pixels"
             )
     return None
