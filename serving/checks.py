@@ -117,7 +117,7 @@ def check_inputs(
             pixels += sum(w * h for w, h in map(sig.image_size, inputs[name].flat))
     if pixels > limits.max_image_pixels:
         raise invalid(
-            f"the request's PNGs hold {pixels} pixels, above the server's bound of "
+            f"the request's images hold {pixels} pixels, above the server's bound of "
             f"{limits.max_image_pixels} (--max_image_pixels)"
         )
     if signature.num_classes is not None and sig.SUPPORT_Y in inputs:

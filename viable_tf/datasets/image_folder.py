@@ -290,13 +290,30 @@ def convert(image, image_size: tuple[int, int], channels: int):
         colour = luminance(colour)
     elif channels == 3 and colour.shape[-1] == 1:
         colour = tf.repeat(colour, 3, -1)
-    image = tf.cast(colour, tf.float32) / 255.0
-    if alpha is not None:  # over a white background
-        alpha = tf.cast(alpha, tf.float32) / 255.0
-        image = image * alpha + (1.0 - alpha)
+    image = over_white(colour, alpha)
     if tuple(image.shape[:2]) != tuple(image_size):
         image = tf.image.resize(image, image_size, method="area")
     return tf.clip_by_value(image, 0.0, 1.0)  # area sums can pass 1 by an ulp
+
+
+#: v / 255 for v = 0..255, as NumPy divides: what an opaque pixel of value v reads as, in
+#: training and in a served graph alike (TensorFlow's graph divides by a constant through
+#: its reciprocal, which differs in the last bit for some v).
+UINT8_SCALED = np.arange(256, dtype=np.float32) / np.float32(255.0)
+
+
+def over_white(colour, alpha=None):
+    """uint8 values [h, w, C] with coverage alpha uint8 [h, w, 1] (None: opaque) ->
+    float32 [h, w, C] in 0..1, laid over white where not opaque: one rule for training's
+    reading of a file and an export's decoding of one."""
+    import tensorflow as tf
+
+    opaque = tf.gather(UINT8_SCALED, tf.cast(colour, tf.int32))
+    if alpha is None:
+        return opaque
+    c, a = tf.cast(colour, tf.float32), tf.cast(alpha, tf.float32)
+    covered = (c * a + 255.0 * (255.0 - a)) / (255.0 * 255.0)
+    return tf.where(tf.equal(alpha, 255), opaque, covered)
 
 
 def luminance(rgb):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.datasets.image_folder import luminance
+from viable_tf.datasets.image_folder import luminance, over_white
 from viable_tf.export import signature as sig
 
 
@@ -30,17 +30,6 @@ def encode_pngs(images: np.ndarray) -> np.ndarray:
     for i, image in enumerate(flat):
         pngs[i] = tf.io.encode_png(image).numpy()
     return pngs.reshape(leading)
-
-
-#: v / 255 for v = 0..255, as NumPy divides: what the served graph gathers for opaque
-#: pixels (TensorFlow's graph divides by a constant through its reciprocal, which differs
-#: in the last bit for some v).
-UINT8_SCALED = np.arange(256, dtype=np.float32) / np.float32(255.0)
-
-
-def over_white(color, alpha):
-    """A pixel of 0..255 values with coverage alpha (0..255) laid over white, in 0..1."""
-    return (color * alpha + 255.0 * (255.0 - alpha)) / (255.0 * 255.0)
 
 
 def decode_png(data: bytes, channels: int = 1) -> np.ndarray:
@@ -102,8 +91,8 @@ def _decode_png_graph(name: str, data: tf.Tensor, image_shape: tuple) -> tf.Tens
 
 def _decode(data: tf.Tensor, channels: int) -> tf.Tensor:
     """A PNG or JPEG string -> float32 [h, w, channels] in 0..1: decoded to colour and
-    coverage (a JPEG's is full), to grey by `luminance` as training converts, laid over
-    white where not opaque."""
+    coverage (a JPEG's is full), then `luminance` and `over_white` as training reads a
+    file (`datasets.image_folder.convert`)."""
     rgba = tf.cond(
         tf.equal(tf.strings.substr(data, 0, 3), sig.JPEG_MAGIC),
         lambda: tf.pad(
@@ -112,10 +101,4 @@ def _decode(data: tf.Tensor, channels: int) -> tf.Tensor:
         lambda: tf.io.decode_png(data, channels=4),
     )
     color, alpha = rgba[..., :3], rgba[..., 3:]  # uint8 [h, w, 3], [h, w, 1]
-    if channels == 1:
-        color = luminance(color)
-    return tf.where(
-        tf.equal(alpha, 255),
-        tf.gather(UINT8_SCALED, tf.cast(color, tf.int32)),  # as NumPy's v / 255
-        over_white(tf.cast(color, tf.float32), tf.cast(alpha, tf.float32)),
-    )
+    return over_white(luminance(color) if channels == 1 else color, alpha)
