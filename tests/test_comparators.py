@@ -117,44 +117,41 @@ def test_the_svm_head_separates_separable_classes_and_passes_gradients():
     assert np.all(np.isfinite(gradient.numpy())) and np.abs(gradient.numpy()).max() > 0
 
 
-@pytest.mark.parametrize("head", [SVMHead(num_iterations=100), RidgeHead(learn_l2=False)])
-def test_normalised_solved_heads_answer_alike_at_any_feature_scale(head):
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: SVMHead(num_iterations=100, normalize=n),
+        lambda n: RidgeHead(learn_l2=False, normalize=n),
+    ],
+    ids=["svm", "ridge"],
+)
+def test_normalised_solved_heads_answer_alike_at_any_feature_scale(make):
     """`normalize`: the support and query features divided by their l2 norms, so the
-    head's logits do not depend on the features' scale, where without it they do; a
-    padded point (zero row) takes no part either way."""
+    head's logits do not depend on the features' scale, where without it they do."""
     support = RNG.normal(size=(2, 6, 4)).astype(np.float32)
     labels = np.array([[0, 1, 2, 0, 1, 2]] * 2, np.int32)
     mask = np.array([[True] * 6, [True] * 5 + [False]])
     query = RNG.normal(size=(2, 3, 4)).astype(np.float32)
-    head.scale = tf.Variable(1.0)
 
-    def logits(size):
-        state = head.start(lambda: tf.constant(size * support), labels, mask, 3)
-        return head.apply(tf.constant(size * query), state).numpy()
-
-    head.normalize = False
-    assert not np.allclose(logits(1e3), logits(1.0), rtol=1e-2)
-    head.normalize = True
-    at_one = logits(1.0)
-    for size in (1e-3, 1e3, 1e6):
-        np.testing.assert_allclose(logits(size), at_one, rtol=1e-4, atol=1e-5)
-    unit = support / np.linalg.norm(support, axis=-1, keepdims=True)
-    np.testing.assert_allclose(  # as if the features were the unit vectors themselves
-        at_one,
-        logits_of(head, unit, labels, mask, query / np.linalg.norm(query, axis=-1, keepdims=True)),
-        rtol=1e-4,
-        atol=1e-5,
-    )
-
-
-def logits_of(head, support, labels, mask, query):
-    """The head's logits on features taken as they are (normalize off)."""
-    head.normalize = False
-    try:
+    def logits(normalize, support, query):
+        head = make(normalize)
+        head.scale = tf.Variable(1.0)
         state = head.start(lambda: tf.constant(support), labels, mask, 3)
         return head.apply(tf.constant(query), state).numpy()
-    finally:
-        head.normalize = True
+
+    assert not np.allclose(
+        logits(False, 1e3 * support, 1e3 * query), logits(False, support, query), rtol=1e-2
+    )
+    at_one = logits(True, support, query)
+    for size in (1e-3, 1e3, 1e6):
+        np.testing.assert_allclose(
+            logits(True, size * support, size * query), at_one, rtol=1e-4, atol=1e-5
+        )
+    unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
+    # as if the features were the unit vectors themselves
+    np.testing.assert_allclose(
+        logits(False, unit(support), unit(query)), at_one, rtol=1e-4, atol=1e-5
+    )
 
 
 def test_heads_check_their_arguments():
