@@ -51,7 +51,7 @@ def _trainer(files, params, model_dir):
     from viable_tf.training import Trainer
 
     config.parse(files, params)
-    if "FewShotEpisodes" in str(gin.query_parameter("Trainer.tasks")):
+    if "Episodes" in str(gin.query_parameter("Trainer.tasks")):  # few-shot or image folder
         stand_in = SineTasks()  # the image configs' shapes: 28 x 28 pixels, 5 ways
         stand_in.input_dim, stand_in.output_dim, stand_in.task_loss = 784, 5, "cross_entropy"
         with gin.unlock_config():

@@ -1,6 +1,6 @@
 """How far the image meta-update is from what this CPU does for its convolutions.
 
-    .venv/bin/python benchmarks/conv_limit.py --data_dir=W/features \\
+    .venv/bin/python benchmarks/conv_limit.py --data_dir=../shared/data/omniglot \\
         [--methods=cavia,simviable,maml] [--settings=5way1shot,5way5shot] [--repeats=5]
 
 For each method and setting, built from gin/omniglot_conv/ exactly as viable-train builds
@@ -51,7 +51,7 @@ def build(method: str, setting: str, data_dir: str, model_dir: str):
     gin.clear_config()
     config.parse(
         [f"omniglot_conv/{method}_{setting}.gin"],
-        [f"DATA_DIR={data_dir!r}", "Trainer.show_progress=False"],
+        [f"IMAGE_DIR={data_dir!r}", "Trainer.show_progress=False"],
     )
     trainer = Trainer(model_dir=model_dir)
     batch = trainer.tasks.sample(tf.constant([0, 1], tf.int64), trainer.meta_batch_size)
@@ -175,7 +175,9 @@ def standalone_seconds(op_type: str, key: tuple, repeats: int, inner: int = 20) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", required=True, help="omniglot_conv's W/features")
+    parser.add_argument(
+        "--data_dir", required=True, help="the folder of Omniglot's zips (IMAGE_DIR)"
+    )
     parser.add_argument("--methods", default="cavia,simviable,maml")
     parser.add_argument("--settings", default="5way1shot,5way5shot")
     parser.add_argument("--repeats", type=int, default=5)

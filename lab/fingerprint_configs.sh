@@ -1,16 +1,15 @@
 #!/bin/bash
-# usage: lab/fingerprint_configs.sh CHECKOUT OUT_DIR CORE [PIXELS_DIR]
+# usage: lab/fingerprint_configs.sh CHECKOUT OUT_DIR CORE [OMNIGLOT_DIR]
 # Same-seed short runs of seven configs from CHECKOUT (with its own .venv), one
 # fingerprint each (lab/run_fingerprint.py, no export): sine CAVIA and MAML, the frozen
 # Omniglot configs CAVIA-proto, simVIABLE-proto and LEO on small fake features in LEO's
-# layout (tests/fake_leo.py, 64-d, seeded), and the end-to-end conv CAVIA on the pixels
-# stage written by viable_tf.experiments.omniglot_conv (PIXELS_DIR, its features folder;
-# skipped without it). One thread, pinned to CORE. Compare two OUT_DIRs with
+# layout (tests/fake_leo.py, 64-d, seeded), and the end-to-end conv CAVIA on Omniglot's
+# zips (OMNIGLOT_DIR, the folder holding them, read as images; skipped without it). One thread, pinned to CORE. Compare two OUT_DIRs with
 # lab/compare_fingerprints.py; a refactor must change nothing but the operative config's
 # text where bindings were renamed.
 set -e
 TOOLS=$(dirname "$(readlink -f "$0")")
-C=$(readlink -f "$1"); O=$(readlink -f -m "$2"); CORE=$3; PIXELS=$4
+C=$(readlink -f "$1"); O=$(readlink -f -m "$2"); CORE=$3; OMNIGLOT=$4
 mkdir -p "$O"
 export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 TF_CPP_MIN_LOG_LEVEL=3
 cd "$C"
@@ -30,7 +29,7 @@ for method in cavia_proto simviable_proto leo; do
   run "omniglot_$method" --gin_file="gin/omniglot/${method}_5way1shot.gin" \
     --gin_param=NUM_STEPS=600 "--gin_param=DATA_DIR='@D@/data'"
 done
-if [ -n "$PIXELS" ]; then
+if [ -n "$OMNIGLOT" ]; then
   run conv_cavia --gin_file=gin/omniglot_conv/cavia_5way1shot.gin --gin_param=NUM_STEPS=40 \
-    "--gin_param=DATA_DIR='$PIXELS'"
+    "--gin_param=IMAGE_DIR='$(readlink -f "$OMNIGLOT")'"
 fi

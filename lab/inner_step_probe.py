@@ -2,7 +2,7 @@
 docs/lab/omniglot/end_to_end.md, "Why simVIABLE collapsed end to end".
 
     .venv/bin/python lab/inner_step_probe.py omniglot_conv/simviable_5way1shot.gin 1000 \
-        --data_dir W/features [--variant zero_output|task_loss_skip] [GIN_BINDING ...]
+        --data_dir ../shared/data/omniglot [--variant zero_output|task_loss_skip] [GIN_BINDING ...]
 
 Trains from the config (B = 4, 100 validation episodes, a validation every 250 updates)
 and, at the start and after each validation, prints on 16 fixed training episodes:
@@ -30,14 +30,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("config")
     parser.add_argument("steps", type=int)
-    parser.add_argument("--data_dir", required=True, help="W/features of omniglot_conv")
+    parser.add_argument(
+        "--data_dir", required=True, help="the folder of Omniglot's zips (IMAGE_DIR)"
+    )
     parser.add_argument("--variant", choices=("none", "zero_output", "task_loss_skip"))
     parser.add_argument("bindings", nargs="*")
     args = parser.parse_intermixed_args()
     parse_gin(
         [args.config],
         [
-            f"DATA_DIR={args.data_dir!r}",
+            f"IMAGE_DIR={args.data_dir!r}",
             "META_BATCH_SIZE=4",
             "Trainer.show_progress=False",
             "EvaluationSpec.patience=None",

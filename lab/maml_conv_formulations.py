@@ -2,7 +2,7 @@
 CPU whose kernels refuse a grouped convolution's gradient (research record:
 docs/lab/maml_conv_formulations.md).
 
-    .venv/bin/python -m lab.maml_conv_formulations --data_dir=W/features [--repeats=5]
+    .venv/bin/python -m lab.maml_conv_formulations --data_dir=../shared/data/omniglot [--repeats=5]
 
 networks/task_stacked.py runs MAML's per-task convolutions as one grouped convolution where
 the kernels give its gradients, and as a loop over tasks (`tf.vectorized_map`'s fallback)
@@ -139,7 +139,9 @@ def main() -> None:
     from timing import median_of
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", required=True, help="omniglot_conv's W/features")
+    parser.add_argument(
+        "--data_dir", required=True, help="the folder of Omniglot's zips (IMAGE_DIR)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print(

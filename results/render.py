@@ -374,11 +374,12 @@ TABLES = {
         best="max",
     ),
     "images": Table(E2E, WAYS, IMAGE_ROWS, best="max", pending=COMPARATORS),
-    # Omniglot's protocol read as an image folder (images/omniglot.gin) beside the
-    # end-to-end pipeline's runs: other episodes of the same protocol, so CIs, not pairs.
+    # The end-to-end protocol on its earlier data (LEO-format pickles of l2-normalised
+    # pixels) beside Omniglot read as an image folder (its form now): other episodes of
+    # the same protocol, so CIs, not pairs.
     "image_folder_route": Table(
         E2E,
-        [("5way1shot", "5-way 1-shot, end-to-end pipeline")],
+        [("5way1shot", "5-way 1-shot, l2-normalised pixels (earlier form)")],
         ["protonet", "cavia"],
         extra=[("5-way 1-shot, as an image folder", "omniglot_image_folder", "5way1shot")],
     ),

@@ -1,7 +1,8 @@
 """An end-to-end image classifier, exported as `omniglot_conv` exports its runs (for the
 image-export and demo tests): simVIABLE on a small conv + FiLM net over the 28 x 28
-strokes, behind the pixels' preprocessing, taking Omniglot drawings as read (105 x 105)
-or as PNG files, with example drawings of the test alphabets in assets.extra/."""
+strokes, behind the pixels' preprocessing (resized and inverted, not normalised, as the
+image-folder episodes read them), taking Omniglot drawings as read (105 x 105) or as
+PNG files, with example drawings of the test alphabets in assets.extra/."""
 
 import functools
 import os
@@ -9,7 +10,6 @@ import os
 import keras
 
 from viable_tf.datasets import omniglot
-from viable_tf.experiments.omniglot import warmup_images
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
 from viable_tf.networks import SimpleLossNetwork, keras_network
@@ -46,8 +46,8 @@ def export_image_classifier(base: str, examples: str, *, version: int | None = N
         version=version,
         model_name="glyphs",
         featurizer=omniglot.pixel_featurizer(),
-        normalize=True,
+        normalize=False,
         input_shape=omniglot.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(warmup_images, num_ways=WAYS),
+        warmup_inputs=functools.partial(omniglot.warmup_images, num_ways=WAYS),
         extra_assets={"examples": examples},
     )

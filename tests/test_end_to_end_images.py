@@ -9,9 +9,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fake_omniglot import ALPHABETS, TRAIN_ALPHABETS, write_fake_omniglot
 
-from viable_tf.datasets import load_embeddings, omniglot
-from viable_tf.experiments.omniglot_conv import prepare_pixels
 from viable_tf.learners import (
     CAVIA,
     MAMLVIABLE,
@@ -28,8 +27,6 @@ from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, ker
 from viable_tf.run_dir import RunDir
 from viable_tf.training.checkpoints import TrainingCheckpoints, WallClock
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
 N, K, C = 3, 2, 6  # way, support points per task (one per class here: K = N below), context
 
 
@@ -92,38 +89,37 @@ def _features(learner, x, y, y_hat):
 
 
 def test_rotations_are_classes_of_their_own_for_meta_training_only(tmp_path):
-    info = prepare_pixels(DATA_DIR, str(tmp_path))
-    assert info["rotated_classes"] == 4 * 153
-    root = tmp_path / "features" / "omniglot"
-    train = load_embeddings(str(root / "pixels_rotated" / "train_embeddings.pkl"))
-    plain = load_embeddings(str(root / "pixels" / "train_embeddings.pkl"))
-    assert len(set(train.classes)) == 612 and len(train.classes) == 4 * len(plain.classes)
-    for degrees in omniglot.ROTATIONS:
-        rotated = [c for c in train.classes if c.endswith(f".rot{degrees}")]
-        assert len(set(rotated)) == 153 and len(rotated) == 153 * 20
-    # The same drawing, rotated by 90 degrees counter-clockwise, under its own class.
-    first = plain.classes[0]
-    i, j = train.classes.index(first), train.classes.index(f"{first}.rot90")
-    image, turned = (train.embeddings[k].reshape(28, 28) for k in (i, j))
-    np.testing.assert_allclose(turned, np.rot90(image), rtol=1e-6)
-    for split in ("val", "test"):  # never rotated, never a rotated class
-        rotated = load_embeddings(str(root / "pixels_rotated" / f"{split}_embeddings.pkl"))
-        unrotated = load_embeddings(str(root / "pixels" / f"{split}_embeddings.pkl"))
-        assert not any(".rot" in c for c in rotated.classes)
-        assert rotated.classes == unrotated.classes
-        np.testing.assert_array_equal(rotated.embeddings, unrotated.embeddings)
+    """gin/omniglot_conv/'s episodes (the image-folder family over a folder shaped as
+    Omniglot's zips): each meta-training character also enters rotated by 90, 180 and
+    270 degrees, each rotation a class of its own; validation and test never rotated."""
+    from viable_tf.cli.common import parse_gin
+    from viable_tf.tasks.images import ImageFolderEpisodes
 
+    folder = write_fake_omniglot(tmp_path / "omniglot")
+    parse_gin(["omniglot_conv/base.gin"], [f"IMAGE_DIR={str(folder)!r}"])
+    tasks = ImageFolderEpisodes()  # as the end-to-end configs bind it
+    train_characters = sum(n for a, n in ALPHABETS.items() if a in TRAIN_ALPHABETS)
+    assert tasks.num_classes["train"] == 4 * train_characters
+    assert tasks.num_classes["val"] + tasks.num_classes["test"] == sum(ALPHABETS.values()) - (
+        train_characters
+    )
+    labels = list(tasks.train.classes)  # "<alphabet>/<character>@<degrees>"
+    for degrees in (0, 90, 180, 270):
+        assert sum(label.endswith(f"@{degrees}") for label in labels) == train_characters
+    for sampler in (tasks.validation, tasks.test):
+        assert all(label.endswith("@0") for label in sampler.classes)
+    # The same drawings, rotated by 90 degrees counter-clockwise, under a class of their own.
+    store = tasks.train._embeddings.numpy().reshape(-1, 28, 28)
+    members = tasks.train._members.numpy()  # [C, M]: each class's rows, padded with -1
 
-def test_with_rotations_names_each_rotation_after_its_character():
-    split = omniglot.OmniglotSplit(np.zeros((2, 1, 1, 1)), ["A.c1", "A.c2"], ["1", "2"])
-    images = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3, 1)
-    rotated, names = omniglot.with_rotations(split, images)
-    assert rotated.shape == (8, 3, 3, 1)
-    names_by_rotation = [["A.c1", "A.c2"]] + [
-        [f"A.c1.rot{d}", f"A.c2.rot{d}"] for d in (90, 180, 270)
-    ]
-    assert names.classes == [name for names_ in names_by_rotation for name in names_]
-    np.testing.assert_array_equal(rotated[5, ..., 0], np.rot90(images[1, ..., 0], 2))
+    def drawings(label):
+        rows = members[labels.index(label)]
+        return store[rows[rows >= 0]]
+
+    first = labels[0].rsplit("@", 1)[0]
+    image, turned = drawings(f"{first}@0"), drawings(f"{first}@90")
+    assert len(image) == 12
+    np.testing.assert_array_equal(turned, np.rot90(image, axes=(1, 2)))
 
 
 # -- why simVIABLE collapsed, pinned -------------------------------------------------
@@ -408,20 +404,28 @@ def test_the_drivers_report_holds_every_finished_run_whichever_invocation_traine
     os.makedirs(os.path.join(work_dir, "runs", "cavia_20way1shot"))  # training, no results
     trained = []
 
-    def train(work_dir, run, params, configs):  # this invocation's run, as training ends
+    images = tmp_path / "zips"
+    images.mkdir()
+
+    def train(work_dir, run, params, configs, data):  # this run, as its training ends
+        assert data == (f"IMAGE_DIR={str(images)!r}",)  # the zips, as an absolute path
         trained.append(run)
         _finished(work_dir, run, 0.85, 0.87)
 
-    monkeypatch.setattr(omniglot_conv, "prepare_pixels", lambda data_dir, work_dir: {})
     monkeypatch.setattr(omniglot, "train", train)
-    monkeypatch.setattr(omniglot, "sweep", lambda *args: None)
+    monkeypatch.setattr(omniglot, "sweep", lambda *args, **kwargs: None)
     monkeypatch.setattr(omniglot_conv, "export", lambda *args: None)
-    monkeypatch.setattr(
-        omniglot, "reference", lambda work_dir, s, episodes, configs: {"mean": 0.5, "ci95": 0.01}
-    )
+    monkeypatch.setattr(omniglot, "reference", lambda *args, **kwargs: {"mean": 0.5, "ci95": 0.01})
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(
         "sys.argv",
-        ["omniglot_conv", f"--work_dir={work_dir}", "--methods=cavia", "--settings=5way1shot"],
+        [
+            "omniglot_conv",
+            "--data_dir=zips",
+            f"--work_dir={work_dir}",
+            "--methods=cavia",
+            "--settings=5way1shot",
+        ],
     )
     assert omniglot_conv._main() == 0
     assert trained == ["cavia_5way1shot"]

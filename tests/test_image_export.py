@@ -96,15 +96,14 @@ def test_the_png_signature_answers_exactly_as_the_tensor_one(loaded):
 
 
 def test_the_served_graph_is_the_learner_behind_the_training_preprocessing(loaded):
-    """The export's answer is the learner's on the 784 l2-normalised strokes that
-    training read (prepare_pixels + the features' normalisation)."""
+    """The export's answer is the learner's on the 784 strokes that training reads (the
+    drawings resized to 28 x 28 and inverted, as the end-to-end episodes read them)."""
     support_x, support_y, query_x, _ = _episode(seed=1)
     learner = image_learner()  # the same seed: the exported weights
 
     def features(images):
         strokes = omniglot.OmniglotPreprocessing()(images.reshape(-1, 105, 105, 1))
-        flat = tf.reshape(strokes, [1, -1, 784])
-        return tf.math.l2_normalize(flat, axis=-1)
+        return tf.reshape(strokes, [1, -1, 784])
 
     state = learner.adapt(features(support_x), support_y, tf.ones(support_y.shape, tf.bool))
     expected = learner.predict(state, features(query_x)).numpy()

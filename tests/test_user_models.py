@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import unreached_by_design
-from fake_leo import write_fake_leo
+from fake_omniglot import write_fake_omniglot
 from serving_harness import RunningServer, model_config
 
 from serving.client import Client
@@ -29,6 +29,7 @@ from viable_tf.networks import (
     keras_network,
 )
 from viable_tf.tasks import SineTasks, seed_for
+from viable_tf.tasks.images import ImageFolderEpisodes
 from viable_tf.training import EvaluationSpec, PerformanceSpec, Trainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -289,14 +290,21 @@ END_TO_END_CONFIGS = sorted(
 
 
 @pytest.mark.parametrize("config", [c for c in END_TO_END_CONFIGS if "5way1shot" in c])
-def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(config, pixel_data, tmp_path):
+def test_the_end_to_end_omniglot_configs_build_a_conv_film_learner(
+    config, omniglot_images, tmp_path
+):
     """gin/omniglot_conv/: the frozen-feature configs with the conv-FiLM network on 28 x 28
-    images (the LEO-format files the tests write, 784 numbers per image). Each method's
-    5-way 1-shot config is built; its other settings differ from it by the frozen-feature
-    config they include (each built in test_classification) and are checked below."""
-    parse_gin([config], [f"DATA_DIR={pixel_data!r}", "Trainer.show_progress=False"])
+    images, read from a folder shaped as Omniglot's zips by the image-folder episodes.
+    Each method's 5-way 1-shot config is built; its other settings differ from it by the
+    frozen-feature config they include (each built in test_classification) and are
+    checked below."""
+    parse_gin([config], [f"IMAGE_DIR={omniglot_images!r}", "Trainer.show_progress=False"])
     trainer = Trainer(model_dir=str(tmp_path / "run"))
     learner = trainer.learner
+    assert isinstance(trainer.tasks, ImageFolderEpisodes)
+    # Omniglot's split by alphabet, the meta-training characters rotated.
+    assert trainer.tasks.num_classes == {"train": 16, "val": 5, "test": 5}
+    assert trainer.tasks.num_queries == 10 and trainer.tasks.image_shape == (28, 28, 1)
     assert isinstance(learner.network, UserNetwork) and learner.input_dim == 28 * 28
     assert not trainer.jit_compile  # oneDNN's convolutions (and MAML's per-task loop)
     convs = [layer for layer in learner.network.model.layers if "conv2d" in layer.name]
@@ -346,26 +354,21 @@ def test_every_end_to_end_setting_is_its_5way1shot_config_at_other_ways_and_shot
 @pytest.mark.parametrize(
     ("binding", "message"),
     [
-        ("NUM_SHOTS=15", r"has 20 examples; 15-shot episodes with 10 queries per class need 25"),
-        ("NUM_WAYS=21", r"21-way episodes need 21 classes, found 20"),
+        ("NUM_SHOTS=15", r"has 12 images; 15-shot episodes with 10 queries need 25"),
+        ("NUM_WAYS=17", r"the train split has 16 classes .*; 17-way episodes need 17"),
     ],
 )
 def test_an_end_to_end_episode_that_cannot_be_drawn_stops_at_start(
-    binding, message, pixel_data, tmp_path
+    binding, message, omniglot_images, tmp_path
 ):
-    parse_gin(["gin/omniglot_conv/cavia_5way1shot.gin"], [f"DATA_DIR={pixel_data!r}", binding])
+    parse_gin(
+        ["gin/omniglot_conv/cavia_5way1shot.gin"], [f"IMAGE_DIR={omniglot_images!r}", binding]
+    )
     with pytest.raises(ValueError, match=message) as info:
         Trainer(model_dir=str(tmp_path / "run"))
     assert "np.str_" not in str(info.value)
 
 
 @pytest.fixture(scope="module")
-def pixel_data(tmp_path_factory):
-    return write_fake_leo(
-        tmp_path_factory.mktemp("pixels"),
-        dataset="omniglot",
-        view="pixels_rotated",
-        dim=28 * 28,
-        per_class=20,
-        split_classes={"train": 20, "val": 20, "test": 20},  # 20-way configs too
-    )
+def omniglot_images(tmp_path_factory):
+    return str(write_fake_omniglot(tmp_path_factory.mktemp("omniglot")))

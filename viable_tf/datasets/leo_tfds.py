@@ -6,10 +6,9 @@ directory, in LEO's layout, and the builder reads them with the safe unpickler:
     <manual_dir>/<dataset>/<view>/<train|val|test>_embeddings.pkl
 
 Configs: `mini_imagenet_center`, `mini_imagenet_multiview` (640-d, LEO's
-Mini-ImageNet), `omniglot_center` (the features `viable-omniglot` writes in
-the same format) and `omniglot_pixels` (the images themselves, 28 x 28, for the
-end-to-end runs of `viable_tf.experiments.omniglot_conv`). Every example keeps its
-class and image ids; embeddings are l2-normalised as LEO does.
+Mini-ImageNet) and `omniglot_center` (the features `viable-omniglot` writes in the
+same format). Every example keeps its class and image ids; embeddings are
+l2-normalised as LEO does.
 
     builder = LeoEmbeddings(config="mini_imagenet_center", data_dir=TFDS_DIR)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
@@ -77,23 +76,6 @@ class LeoEmbeddings(tfds.core.GeneratorBasedBuilder):
             view="center",
             embedding_dim=64,
             description="Omniglot features of viable-omniglot's encoder (docs/method.md §6).",
-        ),
-        LeoEmbeddingsConfig(
-            name="omniglot_pixels",
-            dataset="omniglot",
-            view="pixels",
-            embedding_dim=28 * 28,
-            description="Omniglot images as 28 x 28 strokes (omniglot_conv: end to end).",
-        ),
-        LeoEmbeddingsConfig(
-            name="omniglot_pixels_rotated",
-            dataset="omniglot",
-            view="pixels_rotated",
-            embedding_dim=28 * 28,
-            description=(
-                "omniglot_pixels with every meta-training character also rotated by 90, "
-                "180 and 270 degrees as classes of their own; val and test unrotated."
-            ),
         ),
     ]
 

@@ -230,22 +230,18 @@ def encode(encoder: keras.Model, images: np.ndarray, batch_size: int = 256) -> n
     return encoder.predict(images, batch_size=batch_size, verbose=0).astype(np.float32)
 
 
-#: The usual Omniglot augmentation (Santoro et al. 2016, Vinyals et al. 2016): each
-#: meta-training character enters also rotated by these multiples of 90 degrees, each
-#: rotation a class of its own, named "<class>.rot<degrees>".
-ROTATIONS = (90, 180, 270)
+def warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> dict:
+    """Warm-up requests of an exported image classifier: drawings in 0..1, labels 0..N-1."""
 
+    def images(count):
+        return rng.uniform(0.0, 1.0, (1, count, *IMAGE_SHAPE)).astype("float32")
 
-def with_rotations(split: OmniglotSplit, images: np.ndarray) -> tuple[np.ndarray, OmniglotSplit]:
-    """`images` [n, H, W, 1] of `split` and their rotations by ROTATIONS as new classes:
-    -> ([4n, H, W, 1], the split's names for them). For meta-training splits only."""
-    rotated = [images] + [np.rot90(images, k=d // 90, axes=(1, 2)) for d in ROTATIONS]
-    names = OmniglotSplit(
-        images=np.empty((0,)),
-        classes=split.classes + [f"{c}.rot{d}" for d in ROTATIONS for c in split.classes],
-        image_ids=split.image_ids * (1 + len(ROTATIONS)),
-    )
-    return np.concatenate(rotated), names
+    labels = [[i % num_ways for i in range(num_support)]]
+    return {
+        "support_x": images(num_support),
+        "support_y": np.asarray(labels, "int32").reshape(1, num_support),
+        "query_x": images(num_query),
+    }
 
 
 def write_leo_pickle(path: str, features: np.ndarray, split: OmniglotSplit) -> None:

@@ -97,17 +97,25 @@ def _subprocess(command: list[str], log_path: str) -> None:
         raise RuntimeError(f"{' '.join(command[:3])} failed; see {log_path}")
 
 
-def train(work_dir: str, run: str, params: list[str], configs: str = CONFIGS) -> None:
+#: The gin bindings naming the runs' data (`data` below; None: stage 1's features).
+Data = tuple[str, ...] | None
+
+
+def features(work_dir: str) -> tuple[str, ...]:
+    """The gin binding that points the runs' configs at stage 1's features."""
+    return (f"DATA_DIR={os.path.join(work_dir, 'features')!r}",)
+
+
+def train(work_dir: str, run: str, params: list[str], configs=CONFIGS, data: Data = None) -> None:
     """Stage 2 for one run (skipped if done); its time is in its results.json."""
     model_dir = os.path.join(work_dir, "runs", run)
     if os.path.exists(RunDir(model_dir).results):
         return
     os.makedirs(model_dir, exist_ok=True)
-    features = os.path.join(work_dir, "features")
     command = [
         *module_command("viable_tf.cli.train"),
         f"--gin_file={configs}/{run}.gin",
-        f"--gin_param=DATA_DIR={features!r}",
+        *(f"--gin_param={p}" for p in data or features(work_dir)),
         *(f"--gin_param={p}" for p in params),
         "--gin_param=Trainer.show_progress=False",
         f"--model_dir={model_dir}",
@@ -115,7 +123,7 @@ def train(work_dir: str, run: str, params: list[str], configs: str = CONFIGS) ->
     _subprocess(command, RunDir(model_dir).log)
 
 
-def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
+def sweep(work_dir: str, run: str, shots: tuple[int, ...], data: Data = None) -> None:
     """Stage 3 for one 5-shot run: test at every K in `shots` (skipped where done)."""
     model_dir = os.path.join(work_dir, "runs", run)
     run_dir = RunDir(model_dir)
@@ -125,7 +133,7 @@ def sweep(work_dir: str, run: str, shots: tuple[int, ...]) -> None:
             *module_command("viable_tf.cli.evaluate"),
             f"--model_dir={model_dir}",
             f"--num_support={','.join(map(str, missing))}",
-            f"--gin_param=DATA_DIR={os.path.join(work_dir, 'features')!r}",
+            *(f"--gin_param={p}" for p in data or features(work_dir)),
         ]
         _subprocess(command, RunDir(model_dir).log)
 
@@ -138,11 +146,21 @@ def frozen_encoder(work_dir: str):
     return keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
 
 
-def export(work_dir: str, run: str, *, featurizer=None, examples: str | None = None) -> str:
+def export(
+    work_dir: str,
+    run: str,
+    *,
+    featurizer=None,
+    normalize: bool = True,
+    examples: str | None = None,
+    data: Data = None,
+) -> str:
     """Stage 4 for one run: its best checkpoint behind its image preprocessing (the frozen
     encoder of stage 1 unless `featurizer` is given, e.g. an end-to-end model's pixels), as
-    a served version of W/export/<run>/; `examples`, a folder of example drawings
-    (`datasets.omniglot.write_examples`), ships as its assets.extra/examples/."""
+    a served version of W/export/<run>/; `normalize` as the run's inputs were (the
+    LEO-format features are l2-normalised, an image folder's pixels are not); `examples`,
+    a folder of example drawings (`datasets.omniglot.write_examples`), ships as its
+    assets.extra/examples/."""
     from viable_tf.config import load_run
     from viable_tf.datasets import omniglot
     from viable_tf.export import export_saved_model
@@ -151,8 +169,7 @@ def export(work_dir: str, run: str, *, featurizer=None, examples: str | None = N
     if os.path.isdir(base) and any(name.isdigit() for name in os.listdir(base)):
         return base
     model_dir = os.path.join(work_dir, "runs", run)
-    features = os.path.join(work_dir, "features")
-    loaded = load_run(model_dir, (f"DATA_DIR={features!r}",))
+    loaded = load_run(model_dir, data or features(work_dir))
     with open(loaded.run_dir.operative_config) as f:
         config = f.read()
     metadata = {
@@ -170,51 +187,46 @@ def export(work_dir: str, run: str, *, featurizer=None, examples: str | None = N
         metadata=metadata,
         model_name=run,
         featurizer=frozen_encoder(work_dir) if featurizer is None else featurizer,
-        normalize=True,  # the runs trained on LEO-format features, l2-normalised
+        normalize=normalize,
         input_shape=omniglot.IMAGE_SHAPE,
-        warmup_inputs=functools.partial(warmup_images, num_ways=loaded.tasks.num_ways),
+        warmup_inputs=functools.partial(omniglot.warmup_images, num_ways=loaded.tasks.num_ways),
         extra_assets={"examples": examples} if examples else None,
     )
 
 
-def warmup_images(rng, *, num_support: int, num_query: int, num_ways: int) -> dict:
-    """Warm-up requests of an exported image classifier: drawings in 0..1, labels 0..N-1."""
-    import numpy as np
-
-    from viable_tf.datasets import omniglot
-
-    def images(count):
-        return rng.uniform(0.0, 1.0, (1, count, *omniglot.IMAGE_SHAPE)).astype("float32")
-
-    labels = [[i % num_ways for i in range(num_support)]]
-    return {
-        "support_x": images(num_support),
-        "support_y": np.asarray(labels, "int32").reshape(1, num_support),
-        "query_x": images(num_query),
-    }
-
-
-def reference(work_dir: str, setting: str, test_episodes: int, configs: str = CONFIGS) -> dict:
-    """Nearest class mean on the features, on the runs' own test episodes."""
+def reference(
+    work_dir: str,
+    setting: str,
+    test_episodes: int,
+    configs: str = CONFIGS,
+    data: Data = None,
+    episodes=None,
+) -> dict:
+    """Nearest class mean on the runs' inputs (features or pixels), on the runs' own
+    test episodes; `episodes`, the configurable task family that draws them (default:
+    the LEO-format features' FewShotEpisodes)."""
     from viable_tf.cli.common import parse_gin
     from viable_tf.evaluation.classification import (
         classification_test_evaluator,
         nearest_mean_accuracy,
     )
-    from viable_tf.tasks.classification import FewShotEpisodes
 
     ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
-    # The data and episodes exactly as the runs' configs set them (gin/omniglot/base.gin).
+    # The data and episodes exactly as the runs' configs set them (CONFIGS/base.gin).
     parse_gin(
         [f"{configs}/base.gin"],
         [
-            f"DATA_DIR={os.path.join(work_dir, 'features')!r}",
+            *(data or features(work_dir)),
             f"NUM_WAYS={ways}",
             f"NUM_SHOTS={shots}",
             f"classification_test_evaluator.num_episodes={test_episodes}",
         ],
     )
-    result = nearest_mean_accuracy(classification_test_evaluator(FewShotEpisodes()))
+    if episodes is None:
+        from viable_tf.tasks.classification import FewShotEpisodes
+
+        episodes = FewShotEpisodes
+    result = nearest_mean_accuracy(classification_test_evaluator(episodes()))
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 

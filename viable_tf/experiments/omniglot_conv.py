@@ -1,8 +1,10 @@
 """Omniglot end to end (docs/method.md §9): a conv net whose context enters through FiLM, trained
 by CAVIA, simVIABLE, relVIABLE and MAML directly on the 28 x 28 images, beside a
-Prototypical Network on the same conv, on the same alphabet split and episodes as the
-frozen-feature pipeline (viable-omniglot), every run to convergence by early stopping
-(gin/omniglot_conv/conv.gin).
+Prototypical Network on the same conv, on the alphabet split of the frozen-feature
+pipeline (viable-omniglot), every run to convergence by early stopping
+(gin/omniglot_conv/conv.gin). The images are read by the image-folder task family
+(viable_tf/tasks/images.py, gin/omniglot_conv/episodes.gin): Omniglot's zips are one
+folder of images among others.
 
     python -m viable_tf.experiments.omniglot_conv --data_dir=../shared/data/omniglot \\
         --work_dir=W [--methods=cavia,simviable] [--settings=5way1shot]
@@ -19,22 +21,17 @@ Rerunning the command resumes every unfinished run from its last checkpoint (sev
 invocations with disjoint --methods or --settings can run at once, one per core).
 
 Stages, each skipped when its output exists:
-  1. pixels   every image as 784 numbers (strokes = 1 at 28 x 28, as the encoder sees
-              them) in LEO's pickle format: W/features/omniglot/pixels/<split>_embeddings.pkl,
-              and in W/features/omniglot/pixels_rotated/ the same with every meta-training
-              character also rotated by 90, 180 and 270 degrees as classes of their own
-              (the usual augmentation; validation and test are never rotated)
-  2. train    each method x setting from gin/omniglot_conv/ (PerformanceSpec.jit_compile=False):
-              W/runs/<method>_<N>way<K>shot/results.json
-  3. sweep    the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
-  4. export   each run as a served version that takes the drawings as read (float32
+  1. train    each method x setting from gin/omniglot_conv/ (PerformanceSpec.jit_compile=False)
+              on the zips in --data_dir (IMAGE_DIR): W/runs/<method>_<N>way<K>shot/results.json
+  2. sweep    the 5-shot models tested at 1..9 shots: W/runs/*_5way5shot/eval_k<K>.json
+  3. export   each run as a served version that takes the drawings as read (float32
               [B, K, 105, 105, 1], 0..1) or as PNG files (serving_png), with 40 example
               drawings of the test alphabets and their licence in assets.extra/examples/:
               W/export/<run>/<version>/ (serve it: viable-serve --model_base_path=...);
               W/results.json names the best on validation per setting ("served")
 Then W/results.json and W/results.md: every finished run of W/runs (whichever invocation
 trained it), with the time per meta-update of each run and the nearest class mean of the
-(l2-normalised) pixels on the same test episodes.
+pixels on the same test episodes.
 """
 
 from __future__ import annotations
@@ -74,59 +71,30 @@ MORE_METHODS = (
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
 
-def prepare_pixels(data_dir: str, work_dir: str) -> dict:
-    """Stage 1: the images as features, written once."""
-    import numpy as np
-
-    from viable_tf.datasets import omniglot as data
-    from viable_tf.datasets.leo_tfds import embeddings_path
-    from viable_tf.training.experiment import write_json
-
-    info_path = os.path.join(work_dir, "features", "pixels.json")
-    if os.path.exists(info_path):
-        info = omniglot.read_json(info_path)
-        if "rotated_classes" in info:
-            return info
-    start = time.perf_counter()
-    splits = data.read_omniglot(data_dir)
-    strokes = data.OmniglotPreprocessing()
-    features = os.path.join(work_dir, "features")
-    info = {
-        "images": {s: len(split.classes) for s, split in splits.items()},
-        "characters": {s: len(set(split.classes)) for s, split in splits.items()},
-    }
-    for name, split in splits.items():
-        images = np.concatenate(
-            [
-                np.asarray(strokes(split.images[i : i + 512]))
-                for i in range(0, len(split.images), 512)
-            ]
-        ).astype(np.float32)  # [n, 28, 28, 1]
-        data.write_leo_pickle(
-            embeddings_path(features, "omniglot", "pixels", name), images.reshape(-1, 784), split
-        )
-        if name == "train":  # the augmentation is for meta-training only
-            images, split = data.with_rotations(split, images)
-            info["rotated_classes"] = len(set(split.classes))
-        data.write_leo_pickle(
-            embeddings_path(features, "omniglot", "pixels_rotated", name),
-            images.reshape(-1, 784),
-            split,
-        )
-    info["seconds"] = round(time.perf_counter() - start, 1)
-    write_json(info, info_path)
-    return info
+def data(data_dir: str) -> tuple[str, ...]:
+    """The gin binding that points the configs at Omniglot's zips (IMAGE_DIR), as an
+    absolute path: the runs' commands may start elsewhere."""
+    return (f"IMAGE_DIR={os.path.abspath(data_dir)!r}",)
 
 
 def export(work_dir: str, data_dir: str, run: str) -> str:
-    """Stage 4 for one run: `omniglot.export` behind the pixels' preprocessing, with the
-    example drawings (written once to W/features/examples/)."""
-    from viable_tf.datasets import omniglot as data
+    """Stage 3 for one run: `omniglot.export` behind the pixels' preprocessing (the
+    drawings resized to 28 x 28 and inverted, as the episodes read them; not
+    l2-normalised, as they are not in training), with the example drawings (written
+    once to W/examples/)."""
+    from viable_tf.datasets import omniglot as images
 
-    examples = os.path.join(work_dir, "features", "examples")
+    examples = os.path.join(work_dir, "examples")
     if not os.path.isfile(os.path.join(examples, "index.json")):
-        data.write_examples(data_dir, examples)
-    return omniglot.export(work_dir, run, featurizer=data.pixel_featurizer(), examples=examples)
+        images.write_examples(data_dir, examples)
+    return omniglot.export(
+        work_dir,
+        run,
+        featurizer=images.pixel_featurizer(),
+        normalize=False,
+        examples=examples,
+        data=data(data_dir),
+    )
 
 
 def finished_runs(work_dir: str, methods: tuple[str, ...], settings: tuple[str, ...]) -> dict:
@@ -212,15 +180,17 @@ def _main() -> int:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     methods = omniglot.parse_names("--methods", args.methods, METHODS + MORE_METHODS)
     settings = omniglot.parse_names("--settings", args.settings, SETTINGS)
+    if not os.path.isdir(args.data_dir):
+        raise UsageError(f"--data_dir {args.data_dir} is not a folder (Omniglot's zips)")
     start = time.perf_counter()
-    pixels = prepare_pixels(args.data_dir, args.work_dir)
     params = run_params(args)
+    images = data(args.data_dir)
     for setting in settings:
         for method in methods:
             run = f"{method}_{setting}"
-            omniglot.train(args.work_dir, run, params, configs=CONFIGS)
+            omniglot.train(args.work_dir, run, params, configs=CONFIGS, data=images)
             if setting == "5way5shot":  # the paper's sweep: tested at 1..9 shots
-                omniglot.sweep(args.work_dir, run, omniglot.SWEEP_SHOTS)
+                omniglot.sweep(args.work_dir, run, omniglot.SWEEP_SHOTS, data=images)
             export(args.work_dir, args.data_dir, run)
             record = RunDir(os.path.join(args.work_dir, "runs", run)).read_results()
             print(f"{run}: {100 * record['mean']:.1f}%", flush=True)
@@ -237,13 +207,21 @@ def _main() -> int:
     for setting, run in summary["served"].items():
         print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's
+    from viable_tf.tasks.images import ImageFolderEpisodes
+
     summary["reference"] = {
-        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS)
+        s: omniglot.reference(
+            args.work_dir,
+            s,
+            test_episodes,
+            configs=CONFIGS,
+            data=images,
+            episodes=ImageFolderEpisodes,
+        )
         for s in summary["settings"]
     }
     summary.update(
         sweep_shots=list(omniglot.SWEEP_SHOTS),
-        pixels=pixels,
         wall_clock_seconds=round(time.perf_counter() - start, 1),
         command=" ".join(["python -m viable_tf.experiments.omniglot_conv", *sys.argv[1:]]),
     )
