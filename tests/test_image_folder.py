@@ -406,6 +406,39 @@ def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does
     np.testing.assert_allclose(store, expected, atol=1e-6)
 
 
+def _effective_bindings(files, params) -> set[str]:
+    """The config's bindings with every macro replaced by its value, leaving out the
+    macros themselves and the LEO-format episodes' bindings no image config calls."""
+    import re
+
+    import gin
+
+    from viable_tf import config
+
+    config.parse(files, params)
+    lines = [line for line in gin.config_str().splitlines() if line and line[0] != "#"]
+    macros = dict(line.split(" = ", 1) for line in lines if re.match(r"[A-Z_]+ = ", line))
+    used = set()
+    for line in lines:
+        if not re.match(r"[A-Z_]+ = |FewShotEpisodes\.", line):
+            used.add(re.sub(r"%([A-Z_]+)", lambda m: macros[m.group(1)], line))
+    return used
+
+
+@pytest.mark.parametrize("method", ["protonet", "cavia"])
+def test_the_end_to_end_configs_train_as_the_image_configs_on_omniglot(method):
+    """gin/omniglot_conv/<method>_5way1shot.gin binds what images/<method>.gin with
+    images/omniglot.gin binds at 5-way 1-shot and 500 validation episodes (the command of
+    the omniglot_image_folder records): those runs are the shipped end-to-end configs'."""
+    data = f"IMAGE_DIR={os.path.abspath(os.path.join(OMNIGLOT, 'omniglot'))!r}"
+    shipped = _effective_bindings([f"omniglot_conv/{method}_5way1shot.gin"], [data])
+    images = _effective_bindings(
+        [f"images/{method}.gin", "images/omniglot.gin"],
+        [data, "NUM_SHOTS=1", "classification_validation_evaluator.num_episodes=500"],
+    )
+    assert shipped == images
+
+
 def test_zip_archives_are_read_inside_and_a_bad_one_is_named(tmp_path):
     import zipfile
 
