@@ -200,12 +200,13 @@ def reference(
     test_episodes: int,
     configs: str = CONFIGS,
     data: Data = None,
-    episodes=None,
 ) -> dict:
     """Nearest class mean on the runs' inputs (features or pixels), on the runs' own
-    test episodes; `episodes`, the configurable task family that draws them (default:
-    the LEO-format features' FewShotEpisodes)."""
+    test episodes (the task family CONFIGS/base.gin binds)."""
+    import gin
+
     from viable_tf.cli.common import parse_gin
+    from viable_tf.config import evaluate_reference
     from viable_tf.evaluation.classification import (
         classification_test_evaluator,
         nearest_mean_accuracy,
@@ -222,11 +223,8 @@ def reference(
             f"classification_test_evaluator.num_episodes={test_episodes}",
         ],
     )
-    if episodes is None:
-        from viable_tf.tasks.classification import FewShotEpisodes
-
-        episodes = FewShotEpisodes
-    result = nearest_mean_accuracy(classification_test_evaluator(episodes()))
+    tasks = evaluate_reference(gin.get_bindings("Trainer", resolve_references=False)["tasks"])
+    result = nearest_mean_accuracy(classification_test_evaluator(tasks))
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 

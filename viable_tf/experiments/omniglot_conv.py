@@ -207,17 +207,8 @@ def _main() -> int:
     for setting, run in summary["served"].items():
         print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
     test_episodes = args.test_episodes or 1000  # conv.gin's
-    from viable_tf.tasks.images import ImageFolderEpisodes
-
     summary["reference"] = {
-        s: omniglot.reference(
-            args.work_dir,
-            s,
-            test_episodes,
-            configs=CONFIGS,
-            data=images,
-            episodes=ImageFolderEpisodes,
-        )
+        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS, data=images)
         for s in summary["settings"]
     }
     summary.update(
