@@ -36,6 +36,39 @@ def test_builder_reads_every_split_with_ids_and_unit_norm(tmp_path, view):
     assert again.info.splits["val"].num_examples == 35
 
 
+def test_a_split_is_read_once_while_its_files_stay_the_same(tmp_path, monkeypatch):
+    from viable_tf.datasets import leo_tfds
+
+    root = write_fake_leo(tmp_path / "leo", per_class=4)
+    tfds_dir = str(tmp_path / "tfds")
+    builder = prepare("mini_imagenet_center", manual_dir=root, data_dir=tfds_dir)
+    first = load_split(builder, "train")
+    assert not first[0].flags.writeable and not first[1].flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first[0][0, 0] = 1.0
+    again = load_split(prepare("mini_imagenet_center", manual_dir=root, data_dir=tfds_dir), "train")
+    assert again[0] is first[0] and again[1] is first[1]
+    # Regenerated files (another size or time) are read anew.
+    for name in os.listdir(builder.data_path):
+        if name.startswith("leo_embeddings-train."):
+            os.utime(os.path.join(builder.data_path, name), ns=(1, 1))
+    renewed = load_split(builder, "train")
+    assert renewed[0] is not first[0]
+    np.testing.assert_array_equal(renewed[0], first[0])
+    np.testing.assert_array_equal(renewed[1], first[1])
+    # Over the byte budget the least recently read split goes first; a split larger than
+    # the whole budget is returned and not kept.
+    monkeypatch.setattr(leo_tfds, "_read_splits", leo_tfds.OrderedDict())
+    val = load_split(builder, "val")
+    monkeypatch.setattr(leo_tfds, "SPLIT_CACHE_BYTES", val[0].nbytes + val[1].nbytes)
+    assert load_split(builder, "val")[0] is val[0]
+    test = load_split(builder, "test")
+    assert load_split(builder, "test")[0] is test[0] and load_split(builder, "val")[0] is not val[0]
+    monkeypatch.setattr(leo_tfds, "SPLIT_CACHE_BYTES", 1)
+    big = load_split(builder, "train")
+    assert load_split(builder, "train")[0] is not big[0] and not leo_tfds._read_splits
+
+
 def test_missing_file_names_the_file(tmp_path):
     root = write_fake_leo(tmp_path / "leo", per_class=3)
     os.remove(embeddings_path(root, "miniImageNet", "center", "test"))

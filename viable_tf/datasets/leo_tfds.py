@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections import OrderedDict
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -146,8 +147,35 @@ def prepare(config: str, *, manual_dir: str, data_dir: str) -> LeoEmbeddings:
     return builder
 
 
+#: Splits read lately, kept (read-only) while their arrays total at most this many bytes:
+#: a task family built again over the same files (a trainer and the run it restores, an
+#: evaluation beside training, the tests) does not read and decode them again.
+SPLIT_CACHE_BYTES = 256 * 2**20
+_read_splits: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+
 def load_split(builder: LeoEmbeddings, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """All of a split at once: (embeddings float32 [n, E], class ids [n] as str)."""
+    """All of a split at once: (embeddings float32 [n, E], class ids [n] as str), both
+    read-only. The split is read once while its generated files stay the same (their
+    folder, names, sizes and modification times are the key)."""
+    folder = os.fspath(builder.data_path)
+    files = sorted(
+        (name, stat.st_size, stat.st_mtime_ns)
+        for name in os.listdir(folder)
+        if name.startswith(f"{builder.name}-{split}.") or name == "dataset_info.json"
+        for stat in (os.stat(os.path.join(folder, name)),)
+    )
+    key = (folder, split, tuple(files))
+    if key in _read_splits:
+        _read_splits.move_to_end(key)
+        return _read_splits[key]
     everything = tfds.as_numpy(builder.as_dataset(split=split, batch_size=-1))
     classes = np.array([c.decode() for c in everything["class_id"]])
-    return everything["embedding"], classes
+    arrays = (everything["embedding"], classes)
+    for array in arrays:
+        array.setflags(write=False)
+    _read_splits[key] = arrays
+    while sum(a.nbytes + c.nbytes for a, c in _read_splits.values()) > SPLIT_CACHE_BYTES:
+        _read_splits.popitem(last=False)  # the least recently read first; a split
+        # larger than the budget is returned but not kept
+    return arrays

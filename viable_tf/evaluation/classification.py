@@ -11,6 +11,7 @@ Shape legend: B episodes, P points (N*K or N*V), N way.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import gin
@@ -40,9 +41,14 @@ class ClassificationEvaluator(Evaluator):
         self.sampler = sampler
         self.num_episodes = self.num_tasks = num_episodes
         self.num_support = sampler.num_shots  # K per class
-        self.dataset = sampler.dataset(
-            min(batch_size, num_episodes), seed, num_episodes=num_episodes
-        )
+        self.seed = seed
+        self.batch_size = min(batch_size, num_episodes)
+
+    @functools.cached_property
+    def dataset(self) -> tf.data.Dataset:
+        """The episodes, B at a time: built when first read (a trainer builds its
+        evaluators when it starts; a run that never evaluates does not trace them)."""
+        return self.sampler.dataset(self.batch_size, self.seed, num_episodes=self.num_episodes)
 
     def batches(self) -> Iterable[TaskBatch]:
         return self.dataset
