@@ -5,8 +5,10 @@ The folder is drawn here: 12 classes of glyphs (a bar whose place and direction 
 class, and random specks) in 3 groups, saved in every format, size and channel count
 the reader converts, with spaces and non-ASCII characters in names."""
 
+import io
 import json
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -101,6 +103,83 @@ def test_a_colour_file_read_as_grey_is_what_the_served_image_signature_sees(mode
     served = decode_png(path.read_bytes(), channels=1)  # the served graph's decoding
     assert trained.shape == (1, *served.shape)
     np.testing.assert_array_equal(trained[0], served)
+
+
+def _bmp(bits: int, rows: list[bytes], width: int, palette: np.ndarray | None = None) -> bytes:
+    """A BI_RGB BMP file: `rows` top to bottom, each padded to 4 bytes here, and
+    `palette` [n, 3] RGB for 1- to 8-bit pixels."""
+    table = b"" if palette is None else palette[:, ::-1].astype(np.uint8)
+    table = (
+        table
+        if palette is None
+        else np.concatenate([table, np.zeros((len(palette), 1), np.uint8)], axis=1).tobytes()
+    )
+    data = b"".join(row + bytes(-len(row) % 4) for row in reversed(rows))
+    offset = 54 + len(table)
+    header = struct.pack("<2sIHHI", b"BM", offset + len(data), 0, 0, offset)
+    colours = 0 if palette is None else len(palette)
+    info = struct.pack(
+        "<IiiHHIIiiII", 40, width, len(rows), 1, bits, 0, len(data), 2835, 2835, colours, 0
+    )
+    return header + info + table + data
+
+
+def test_every_kind_of_bmp_reads_as_the_same_image_in_png_does(tmp_path):
+    """BMP files (decoded by Pillow) give the pixels a PNG of the same image gives:
+    a 32-bit file whose fourth byte is unused, 0 as most tools write it (TensorFlow's
+    decoder took it for alpha: an all-white image), palette files (TensorFlow took the
+    indices for grey), and 1- and 4-bit files (which TensorFlow refuses)."""
+    rng = np.random.default_rng(5)
+    colour = rng.integers(0, 256, size=(9, 13, 3), dtype=np.uint8)
+    palette = rng.integers(0, 256, size=(16, 3), dtype=np.uint8)
+    indices = rng.integers(0, 16, size=(9, 13), dtype=np.uint8)
+    paletted = Image.fromarray(indices, "P")
+    paletted.putpalette(palette.reshape(-1).tolist())
+    grey = Image.fromarray(colour).convert("L")
+    bgrx = np.concatenate([colour[..., ::-1], np.zeros((9, 13, 1), np.uint8)], axis=2)
+    odd = np.concatenate([indices, np.zeros((9, 1), np.uint8)], axis=1)  # 13 -> 14 nibbles
+    files = {
+        "32-bit.bmp": (_bmp(32, [row.tobytes() for row in bgrx], 13), Image.fromarray(colour)),
+        "4-bit.bmp": (
+            _bmp(4, [(row[0::2] << 4 | row[1::2]).tobytes() for row in odd], 13, palette),
+            paletted,
+        ),
+    }
+    for name, image in {
+        "24-bit.bmp": Image.fromarray(colour),
+        "8-bit palette.bmp": paletted,
+        "8-bit grey.bmp": grey,
+        "1-bit.bmp": grey.convert("1"),
+    }.items():
+        data = io.BytesIO()
+        image.save(data, format="BMP")
+        files[name] = (data.getvalue(), image)
+    bits = {name: struct.unpack_from("<H", data, 28)[0] for name, (data, _) in files.items()}
+    assert bits == {
+        "32-bit.bmp": 32,
+        "4-bit.bmp": 4,
+        "24-bit.bmp": 24,
+        "8-bit palette.bmp": 8,
+        "8-bit grey.bmp": 8,
+        "1-bit.bmp": 1,
+    }
+    for name, (data, image) in files.items():
+        bmp, png = tmp_path / name, tmp_path / f"{name}.png"
+        bmp.write_bytes(data)
+        image.save(png)
+        for channels in (1, 3):
+            read = [
+                image_folder.decode(
+                    [str(path)], image_size=(9, 13), channels=channels, bad_files="refuse"
+                )[0]
+                for path in (bmp, png)
+            ]
+            np.testing.assert_array_equal(read[0], read[1], err_msg=f"{name}, {channels}")
+    (tmp_path / "broken.bmp").write_bytes(files["24-bit.bmp"][0][:60])
+    with pytest.raises(ValueError, match=r"broken\.bmp does not decode as an image \("):
+        image_folder.decode(
+            [str(tmp_path / "broken.bmp")], image_size=(9, 13), channels=1, bad_files="refuse"
+        )
 
 
 def test_splits_are_class_disjoint_and_groups_stay_whole(folder, tmp_path):

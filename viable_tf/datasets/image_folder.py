@@ -11,9 +11,11 @@ or zip archives of that layout in IMAGE_DIR (each with one top folder), as Omnig
 alphabets come (`scan_zips`).
 
 Images are PNG, JPEG, GIF (first frame) or BMP files of any size and channels, decoded
-by TensorFlow's own decoders (`tf.io.decode_image`), converted to the configured
-channels (alpha composited over white, colour averaged to grey or grey repeated), and
-resized to the configured size by area averaging. Values are 0..1.
+by TensorFlow's own decoders (`tf.io.decode_image`, as a served export decodes PNG and
+JPEG files) except BMP files, which Pillow decodes (`decode_bmp`), converted to the
+configured channels (alpha composited over white, colour to grey as the decoders
+convert, grey repeated), and resized to the configured size by area averaging. Values
+are 0..1.
 
 A tensorflow-datasets image-classification dataset is read by name (`tfds_classes`):
 its examples grouped by their label feature's class names, then split and converted
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -260,10 +263,14 @@ def decode(
     for path in files:
         try:
             data = read_bytes(path)
-            image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
-        except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as error:
+            if data[:2] == b"BM":
+                image = decode_bmp(data)
+            else:
+                image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
+        except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ImageDecodeError) as error:
             if bad_files == "refuse":
-                reason = error.message.split("}}")[-1].strip().splitlines()[0][:120]
+                message = error.message if hasattr(error, "message") else str(error)
+                reason = message.split("}}")[-1].strip().splitlines()[0][:120]
                 raise ValueError(
                     f"{path} does not decode as an image ({reason}); "
                     "pass bad_files='skip' to leave such files out"
@@ -273,6 +280,37 @@ def decode(
         images[kept] = convert(image, image_size, channels).numpy()
         kept += 1
     return images[:kept], skipped
+
+
+class ImageDecodeError(ValueError):
+    """A file Pillow cannot decode."""
+
+
+def decode_bmp(data: bytes) -> np.ndarray:
+    """A BMP file's pixels, uint8 [h, w, c]: grey (c = 1) when the file holds only grey,
+    colour (3), or colour with alpha (4) when the file declares one. By Pillow, because
+    TensorFlow's BMP decoder reads a 32-bit file's unused fourth byte as alpha (0 in
+    most such files: every pixel transparent, so white once laid over white), a
+    palette's indices as grey levels, and refuses 1- and 4-bit files."""
+    import PIL.Image
+
+    try:
+        with PIL.Image.open(io.BytesIO(data)) as image:
+            image.load()
+            if image.mode in ("1", "L"):
+                mode = "L"
+            elif image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+                mode = "RGBA"
+            else:
+                mode = "RGB"
+            if image.mode == "P" and mode == "RGB":
+                palette = np.asarray(image.convert("RGB"))
+                if (palette == palette[..., :1]).all():
+                    mode = "L"  # a grey palette
+            pixels = np.asarray(image.convert(mode))
+    except (OSError, SyntaxError, ValueError, PIL.Image.DecompressionBombError) as error:
+        raise ImageDecodeError(f"{type(error).__name__}: {error}") from None
+    return pixels[..., None] if pixels.ndim == 2 else pixels
 
 
 def convert(image, image_size: tuple[int, int], channels: int):
