@@ -124,11 +124,13 @@ def _bmp(bits: int, rows: list[bytes], width: int, palette: np.ndarray | None = 
     return header + info + table + data
 
 
-def test_every_kind_of_bmp_reads_as_the_same_image_in_png_does(tmp_path):
-    """BMP files (decoded by Pillow) give the pixels a PNG of the same image gives:
-    a 32-bit file whose fourth byte is unused, 0 as most tools write it (TensorFlow's
-    decoder took it for alpha: an all-white image), palette files (TensorFlow took the
-    indices for grey), and 1- and 4-bit files (which TensorFlow refuses)."""
+def test_every_kind_of_bmp_and_gif_reads_as_the_same_image_in_png_does(tmp_path):
+    """BMP and GIF files (decoded by Pillow) give the pixels a PNG of the same image
+    gives: a 32-bit BMP whose fourth byte is unused, 0 as most tools write it
+    (TensorFlow's decoder took it for alpha: an all-white image), palette BMPs
+    (TensorFlow took the indices for grey), 1- and 4-bit BMPs (which TensorFlow
+    refuses), and a GIF drawing on a transparent background (TensorFlow dropped the
+    transparency: all black)."""
     rng = np.random.default_rng(5)
     colour = rng.integers(0, 256, size=(9, 13, 3), dtype=np.uint8)
     palette = rng.integers(0, 256, size=(16, 3), dtype=np.uint8)
@@ -145,16 +147,30 @@ def test_every_kind_of_bmp_reads_as_the_same_image_in_png_does(tmp_path):
             paletted,
         ),
     }
+    stroke = np.zeros((9, 13, 4), np.uint8)
+    stroke[3:5, 2:11, 3] = 255  # a black bar, the rest transparent black
     for name, image in {
+        "transparent.gif": Image.fromarray(stroke, "RGBA"),
+        "palette.gif": paletted,
+        "animated.gif": grey,
         "24-bit.bmp": Image.fromarray(colour),
         "8-bit palette.bmp": paletted,
         "8-bit grey.bmp": grey,
         "1-bit.bmp": grey.convert("1"),
     }.items():
         data = io.BytesIO()
-        image.save(data, format="BMP")
+        if name == "animated.gif":  # the first frame is read
+            image.save(data, format="GIF", save_all=True, append_images=[paletted])
+        else:
+            image.save(data, format=name.rsplit(".", 1)[1].upper())
         files[name] = (data.getvalue(), image)
-    bits = {name: struct.unpack_from("<H", data, 28)[0] for name, (data, _) in files.items()}
+    assert Image.open(io.BytesIO(files["transparent.gif"][0])).info["transparency"] is not None
+    assert Image.open(io.BytesIO(files["animated.gif"][0])).n_frames == 2
+    bits = {
+        name: struct.unpack_from("<H", data, 28)[0]
+        for name, (data, _) in files.items()
+        if name.endswith(".bmp")
+    }
     assert bits == {
         "32-bit.bmp": 32,
         "4-bit.bmp": 4,
@@ -175,6 +191,8 @@ def test_every_kind_of_bmp_reads_as_the_same_image_in_png_does(tmp_path):
                 for path in (bmp, png)
             ]
             np.testing.assert_array_equal(read[0], read[1], err_msg=f"{name}, {channels}")
+            if name == "transparent.gif":  # white around the bar
+                assert read[0][0, 0, 0, 0] == 1.0 and read[0][0, 4, 5, 0] == 0.0
     (tmp_path / "broken.bmp").write_bytes(files["24-bit.bmp"][0][:60])
     with pytest.raises(ValueError, match=r"broken\.bmp does not decode as an image \("):
         image_folder.decode(

@@ -10,12 +10,12 @@ families of species), which a split by group keeps together:
 or zip archives of that layout in IMAGE_DIR (each with one top folder), as Omniglot's
 alphabets come (`scan_zips`).
 
-Images are PNG, JPEG, GIF (first frame) or BMP files of any size and channels, decoded
-by TensorFlow's own decoders (`tf.io.decode_image`, as a served export decodes PNG and
-JPEG files) except BMP files, which Pillow decodes (`decode_bmp`), converted to the
-configured channels (alpha composited over white, colour to grey as the decoders
-convert, grey repeated), and resized to the configured size by area averaging. Values
-are 0..1.
+Images are PNG, JPEG, GIF (first frame) or BMP files of any size and channels. PNG and
+JPEG files are decoded by TensorFlow's own decoders (`tf.io.decode_image`), as a served
+export decodes the files it is sent; BMP and GIF files by Pillow (`decode_by_pillow`).
+Each is converted to the configured channels (alpha composited over white, colour to
+grey as the decoders convert, grey repeated) and resized to the configured size by area
+averaging. Values are 0..1.
 
 A tensorflow-datasets image-classification dataset is read by name (`tfds_classes`):
 its examples grouped by their label feature's class names, then split and converted
@@ -263,8 +263,8 @@ def decode(
     for path in files:
         try:
             data = read_bytes(path)
-            if data[:2] == b"BM":
-                image = decode_bmp(data)
+            if data.startswith(PILLOW_FORMATS):
+                image = decode_by_pillow(data)
             else:
                 image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
         except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ImageDecodeError) as error:
@@ -283,30 +283,33 @@ def decode(
 
 
 class ImageDecodeError(ValueError):
-    """A file Pillow cannot decode."""
+    """A BMP or GIF file Pillow cannot decode."""
 
 
-def decode_bmp(data: bytes) -> np.ndarray:
-    """A BMP file's pixels, uint8 [h, w, c]: grey (c = 1) when the file holds only grey,
-    colour (3), or colour with alpha (4) when the file declares one. By Pillow, because
-    TensorFlow's BMP decoder reads a 32-bit file's unused fourth byte as alpha (0 in
-    most such files: every pixel transparent, so white once laid over white), a
-    palette's indices as grey levels, and refuses 1- and 4-bit files."""
+#: What files `decode_by_pillow` reads, by their first bytes: BMP and GIF.
+PILLOW_FORMATS = (b"BM", b"GIF87a", b"GIF89a")
+
+
+def decode_by_pillow(data: bytes) -> np.ndarray:
+    """A BMP or GIF file's pixels (a GIF's first frame), uint8 [h, w, c]: colour with
+    alpha (c = 4) when the file marks pixels transparent, else grey (1) when it holds
+    only grey, else colour (3). By Pillow, because TensorFlow's decoders drop a GIF's
+    transparency (a drawing on a transparent background comes out as one colour, often
+    all black), read a 32-bit BMP's unused fourth byte as alpha (0 in most such files:
+    every pixel transparent, so white once laid over white), take a BMP palette's
+    indices for grey levels, and refuse 1- and 4-bit BMPs."""
     import PIL.Image
 
     try:
         with PIL.Image.open(io.BytesIO(data)) as image:
-            image.load()
-            if image.mode in ("1", "L"):
-                mode = "L"
-            elif image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+            image.load()  # a GIF's first frame
+            if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
                 mode = "RGBA"
+            elif image.mode in ("1", "L"):
+                mode = "L"
             else:
-                mode = "RGB"
-            if image.mode == "P" and mode == "RGB":
-                palette = np.asarray(image.convert("RGB"))
-                if (palette == palette[..., :1]).all():
-                    mode = "L"  # a grey palette
+                colour = np.asarray(image.convert("RGB"))
+                mode = "L" if (colour == colour[..., :1]).all() else "RGB"  # a grey palette
             pixels = np.asarray(image.convert(mode))
     except (OSError, SyntaxError, ValueError, PIL.Image.DecompressionBombError) as error:
         raise ImageDecodeError(f"{type(error).__name__}: {error}") from None
