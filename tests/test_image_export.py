@@ -279,6 +279,8 @@ def _bad_cases():
     not_png[0, 2] = b"GIF89a, not a PNG at all"
     huge = good["query_png"].copy()
     huge[0, 1] = _png_header(5000, 5000)
+    truncated = good["query_png"].copy()
+    truncated[0, 3] = truncated[0, 3][:100]  # a whole header, its image data cut
     many = np.full((1, 60), _png_header(1000, 1000), dtype=object)
     missing = support_y.copy()
     missing[0, 1] = 0  # class 1 has no drawing
@@ -294,6 +296,8 @@ def _bad_cases():
             "query_png[0, 1] is a 5000 x 5000 image",
         ),
         "more decoded pixels than the bound": ({**good, "query_png": many}, "--max_image_pixels"),
+        # Past the boundary's checks: the decoder's own words, not TensorFlow's wrapper.
+        "a PNG cut short": ({**good, "query_png": truncated}, "Invalid PNG data, size 100"),
         "a label outside 0..N-1": ({**good, "support_y": outside}, "class labels 0..4"),
         "a class with no support drawing": (
             {**good, "support_y": missing},

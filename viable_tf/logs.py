@@ -76,6 +76,22 @@ def quiet_tensorflow(verbosity: int | None = None) -> None:
         os.close(devnull)
 
 
+def graph_error_reason(text: str) -> str:
+    """An op's own error text from TensorFlow's error for a traced function, which
+    wraps it: "Graph execution error:", the node it was detected at (and, where kept,
+    its stack), then the op's text ("Invalid PNG data, size 100"), then the node again.
+    Other texts are returned as they are."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "Graph execution error:":
+        return text
+    for line in lines[1:]:
+        stripped = line.strip()
+        wrapper = stripped.startswith(("Detected at node", "<stack traces", "[[{{node"))
+        if stripped and not wrapper and not line[0].isspace():
+            return "\n".join(lines[lines.index(line) :])
+    return text
+
+
 def one_line(
     error: BaseException | str,
     *,
@@ -88,7 +104,7 @@ def one_line(
     (TensorFlow's errors), `fallback` (else its type's name) where it says nothing, cut
     to `limit` characters."""
     text = error if isinstance(error, str) else getattr(error, "message", None) or str(error)
-    text = text.strip()
+    text = graph_error_reason(text.strip())
     if text:
         text = " ".join(text.split()) if whole else text.splitlines()[0]
     else:
