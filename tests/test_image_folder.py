@@ -8,6 +8,7 @@ the reader converts, with spaces and non-ASCII characters in names."""
 import io
 import json
 import os
+import shutil
 import struct
 
 import numpy as np
@@ -561,3 +562,46 @@ def test_zip_archives_are_read_inside_and_a_bad_one_is_named(tmp_path):
     with pytest.raises(ValueError) as error:
         image_folder.scan(str(archives))
     assert "broken.zip is not a zip archive" in _one_line(error)
+
+
+def test_hidden_files_macos_archives_and_linked_class_folders(tmp_path):
+    """What copying a folder from a Mac adds is not read: "._<name>" metadata beside
+    each image (not an image, though named .png), .DS_Store, hidden folders, and a zip
+    archive's __MACOSX folder. A class folder that is a symbolic link is read as the
+    folder it points to, and a link back up is read once."""
+    import zipfile
+
+    source = write_folder(tmp_path / "images", classes=4, per_class=3)
+    expected = [(c.name, c.size) for c in image_folder.scan(str(source))]
+    copied = tmp_path / "copied"
+    shutil.copytree(source, copied)
+    for image in sorted(copied.rglob("*.*")):
+        (image.parent / f"._{image.name}").write_bytes(b"\0\5\26\7 AppleDouble metadata")
+    for folder in sorted(p for p in copied.rglob("*") if p.is_dir()):
+        (folder / ".DS_Store").write_bytes(b"Bud1 junk")
+    shutil.copytree(copied / "group 0" / "clé 00", copied / ".Trashes" / "clé 00")
+    found = image_folder.scan(str(copied))
+    assert [(c.name, c.size) for c in found] == expected
+    images, skipped = image_folder.decode(
+        found[0].files, image_size=(8, 8), channels=1, bad_files="refuse"
+    )
+    assert images.shape == (3, 8, 8, 1) and not skipped
+
+    linked = tmp_path / "linked"
+    (linked / "group 0").mkdir(parents=True)
+    for c in ("clé 00", "clé 01"):
+        (linked / "group 0" / c).symlink_to(source / "group 0" / c, target_is_directory=True)
+    (linked / "group 0" / "up").symlink_to(linked, target_is_directory=True)  # a loop
+    assert [(c.name, c.size) for c in image_folder.scan(str(linked))] == expected[:2]
+
+    with zipfile.ZipFile(tmp_path / "mac.zip", "w") as archive:  # as macOS's Compress
+        for path in sorted(copied.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                name = path.relative_to(copied).as_posix()
+                archive.write(path, f"images/{name}")
+                parent, base = name.rsplit("/", 1)
+                archive.writestr(f"__MACOSX/images/{parent}/._{base}", b"\0\5\26\7 metadata")
+    archives = tmp_path / "zips"
+    archives.mkdir()
+    (tmp_path / "mac.zip").rename(archives / "mac.zip")
+    assert [(c.name, c.size) for c in image_folder.scan(str(archives))] == expected

@@ -102,16 +102,34 @@ def tfds_classes(
 IN_ZIP = "::"
 
 
+def hidden(name: str) -> bool:
+    """A file or folder no one means as an image or a class: hidden (".DS_Store", the
+    "._<name>" metadata files macOS writes beside files on other disks) or the
+    "__MACOSX" folder macOS adds to the zip archives it makes."""
+    return name.startswith(".") or name == "__MACOSX"
+
+
+def _images(names) -> list[str]:
+    return sorted(
+        f for f in names if os.path.splitext(f)[1].lower() in EXTENSIONS and not hidden(f)
+    )
+
+
 def scan(image_dir: str) -> list[ImageClass]:
     """The classes of `image_dir`: every folder holding image files directly, sorted by
-    name. Files with other extensions are not images here and are left out. A folder
+    name, symbolic links followed (each folder read once). Files with other extensions
+    are not images here, and hidden files and folders (`hidden`) are not read. A folder
     with no class folders but zip archives is read inside the archives (`scan_zips`)."""
     if not os.path.isdir(image_dir):
         raise ValueError(f"image folder {image_dir} does not exist")
-    classes = []
-    for root, dirs, files in os.walk(image_dir):
-        dirs.sort()
-        images = sorted(f for f in files if os.path.splitext(f)[1].lower() in EXTENSIONS)
+    classes, seen = [], set()
+    for root, dirs, files in os.walk(image_dir, followlinks=True):
+        real = os.path.realpath(root)
+        dirs[:] = [] if real in seen else sorted(d for d in dirs if not hidden(d))
+        if real in seen:
+            continue  # a link back to a folder already read
+        seen.add(real)
+        images = _images(files)
         if not images or os.path.samefile(root, image_dir):
             continue
         name = os.path.relpath(root, image_dir).replace(os.sep, "/")
@@ -142,11 +160,10 @@ def scan_zips(archives: Sequence[str]) -> list[ImageClass]:
                 members = [m for m in archive.namelist() if not m.endswith("/")]
         except zipfile.BadZipFile:
             raise ValueError(f"{path} is not a zip archive") from None
+        members = [m for m in members if not any(hidden(part) for part in m.split("/"))]
         tops = {m.split("/", 1)[0] for m in members}
         strip = len(tops) == 1 and all("/" in m for m in members)
-        for member in sorted(members):
-            if os.path.splitext(member)[1].lower() not in EXTENSIONS:
-                continue
+        for member in _images(members):
             inner = member.split("/", 1)[1] if strip else member
             if "/" not in inner:
                 continue  # an image beside the class folders: no class
