@@ -217,6 +217,11 @@ def test_splits_are_class_disjoint_and_groups_stay_whole(folder, tmp_path):
     named.write_text(json.dumps({"train": ["group 0"], "val": ["group 0"], "test": []}))
     with pytest.raises(ValueError, match="'group 0' is in both train and val"):
         image_folder.split_classes(classes, split_file=str(named), by_group=True)
+    named.write_text('{"train": ["group 0",]}')
+    with pytest.raises(ValueError, match=r"split\.json is not a JSON split file \(Expecting"):
+        image_folder.split_classes(classes, split_file=str(named), by_group=True)
+    with pytest.raises(ValueError, match=r"split file \S*nowhere\.json does not exist"):
+        image_folder.split_classes(classes, split_file=str(tmp_path / "nowhere.json"))
 
 
 def test_episodes_are_drawn_from_the_seed_and_rotations_are_training_classes(folder):

@@ -220,8 +220,13 @@ def split_classes(
         if isinstance(split_file, Mapping):
             named, split_file = dict(split_file), "the split"
         else:
-            with open(split_file) as f:
-                named = json.load(f)
+            try:
+                with open(split_file) as f:
+                    named = json.load(f)
+            except FileNotFoundError:
+                raise ValueError(f"split file {split_file} does not exist") from None
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ValueError(f"{split_file} is not a JSON split file ({error})") from None
         if not isinstance(named, dict) or sorted(named) != sorted(SPLITS):
             raise ValueError(f"{split_file}: expected an object with keys {', '.join(SPLITS)}")
         where: dict[str, str] = {}
