@@ -247,6 +247,10 @@ def test_what_a_folder_can_get_wrong_is_named_at_start(folder, tmp_path):
     with pytest.raises(ValueError) as error:
         _episodes(tmp_path / "nowhere")
     assert "nowhere does not exist" in _one_line(error)
+    (tmp_path / "a file").write_text("")
+    with pytest.raises(ValueError) as error:
+        _episodes(tmp_path / "a file")
+    assert "a file is a file, not a folder" in _one_line(error)
     (tmp_path / "flat").mkdir()
     (tmp_path / "flat" / "notes.txt").write_text("no images")
     with pytest.raises(ValueError) as error:

@@ -121,7 +121,8 @@ def scan(image_dir: str) -> list[ImageClass]:
     are not images here, and hidden files and folders (`hidden`) are not read. A folder
     with no class folders but zip archives is read inside the archives (`scan_zips`)."""
     if not os.path.isdir(image_dir):
-        raise ValueError(f"image folder {image_dir} does not exist")
+        what = "is a file, not a folder" if os.path.exists(image_dir) else "does not exist"
+        raise ValueError(f"image folder {image_dir} {what}")
     classes, seen = [], set()
     for root, dirs, files in os.walk(image_dir, followlinks=True):
         real = os.path.realpath(root)
