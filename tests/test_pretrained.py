@@ -62,3 +62,47 @@ def test_the_served_model_is_as_accurate_as_reported_on_held_out_episodes(name):
         f"served {mean:.3f} +- {ci:.3f}, reported {reported['mean']:.3f} +- {reported['ci95']:.3f}"
     )
     assert abs(mean - reported["mean"]) <= ci + reported["ci95"], margin
+
+
+@pytest.mark.parametrize("name", sorted(pretrained.MODELS))
+def test_the_shipped_model_takes_its_example_drawings_as_png_and_as_jpeg_files(name):
+    """serving_png takes PNG and JPEG files (docs/SERVING.md), the shipped models too: the
+    example drawings that ship with each, sent as their PNG files and as JPEG files of the
+    same drawings, are answered alike (JPEG's loss moves few answers)."""
+    import io
+    import pathlib
+
+    import tensorflow as tf
+    from PIL import Image
+
+    version = os.path.join(pretrained.base_path(name), "1")
+    examples = os.path.join(version, "assets.extra", "examples")
+    characters = sorted(d for d in os.listdir(examples) if os.path.isdir(os.path.join(examples, d)))
+    serve = tf.saved_model.load(version).signatures["serving_png"]
+    agree = total = 0
+    for start in range(0, 10, 5):  # two 5-way episodes, 2 queries per class
+        pngs, jpegs = [], []
+        for character in characters[start : start + 5]:
+            files = sorted(
+                f for f in os.listdir(os.path.join(examples, character)) if f.endswith(".png")
+            )
+            drawings = [pathlib.Path(examples, character, f).read_bytes() for f in files[:3]]
+            pngs.append(drawings)
+            as_jpeg = []
+            for png in drawings:
+                buffer = io.BytesIO()
+                Image.open(io.BytesIO(png)).convert("L").save(buffer, "JPEG", quality=90)
+                as_jpeg.append(buffer.getvalue())
+            jpegs.append(as_jpeg)
+        answers = []
+        for files in (pngs, jpegs):
+            answer = serve(
+                support_png=tf.constant([[f[0] for f in files]]),
+                support_y=tf.constant([list(range(5))], tf.int32),
+                query_png=tf.constant([[q for f in files for q in f[1:]]]),
+            )
+            assert answer["probabilities"].shape == (1, 10, 5)
+            answers.append(answer["classes"].numpy())
+        agree += int(np.sum(answers[0] == answers[1]))
+        total += answers[0].size
+    assert agree >= 0.8 * total, (agree, total)
