@@ -109,12 +109,10 @@ def test_a_colour_file_read_as_grey_is_what_the_served_image_signature_sees(mode
 def _bmp(bits: int, rows: list[bytes], width: int, palette: np.ndarray | None = None) -> bytes:
     """A BI_RGB BMP file: `rows` top to bottom, each padded to 4 bytes here, and
     `palette` [n, 3] RGB for 1- to 8-bit pixels."""
-    table = b"" if palette is None else palette[:, ::-1].astype(np.uint8)
-    table = (
-        table
-        if palette is None
-        else np.concatenate([table, np.zeros((len(palette), 1), np.uint8)], axis=1).tobytes()
-    )
+    table = b""
+    if palette is not None:  # BGR0 entries
+        table = np.concatenate([palette[:, ::-1], np.zeros((len(palette), 1))], axis=1)
+        table = table.astype(np.uint8).tobytes()
     data = b"".join(row + bytes(-len(row) % 4) for row in reversed(rows))
     offset = 54 + len(table)
     header = struct.pack("<2sIHHI", b"BM", offset + len(data), 0, 0, offset)

@@ -84,11 +84,10 @@ def graph_error_reason(text: str) -> str:
     lines = text.splitlines()
     if not lines or lines[0].strip() != "Graph execution error:":
         return text
-    for line in lines[1:]:
-        stripped = line.strip()
-        wrapper = stripped.startswith(("Detected at node", "<stack traces", "[[{{node"))
-        if stripped and not wrapper and not line[0].isspace():
-            return "\n".join(lines[lines.index(line) :])
+    for i, line in enumerate(lines[1:], start=1):
+        wrapper = line.startswith(("Detected at node", "<stack traces"))  # [[node]] indented
+        if line.strip() and not wrapper and not line[0].isspace():
+            return "\n".join(lines[i:])
     return text
 
 

@@ -126,10 +126,11 @@ def scan(image_dir: str) -> list[ImageClass]:
     classes, seen = [], set()
     for root, dirs, files in os.walk(image_dir, followlinks=True):
         real = os.path.realpath(root)
-        dirs[:] = [] if real in seen else sorted(d for d in dirs if not hidden(d))
-        if real in seen:
-            continue  # a link back to a folder already read
+        if real in seen:  # a link back to a folder already read
+            dirs[:] = []
+            continue
         seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not hidden(d))
         images = _images(files)
         if not images or os.path.samefile(root, image_dir):
             continue
@@ -292,7 +293,7 @@ def decode(
                 image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
         except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ImageDecodeError) as error:
             if bad_files == "refuse":
-                message = error.message if hasattr(error, "message") else str(error)
+                message = getattr(error, "message", str(error))  # TensorFlow's, or ours
                 reason = message.split("}}")[-1].strip().splitlines()[0][:120]
                 raise ValueError(
                     f"{path} does not decode as an image ({reason}); "
@@ -327,16 +328,16 @@ def decode_by_pillow(data: bytes) -> np.ndarray:
         with PIL.Image.open(io.BytesIO(data)) as image:
             image.load()  # a GIF's first frame
             if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
-                mode = "RGBA"
+                pixels = np.asarray(image.convert("RGBA"))
             elif image.mode in ("1", "L"):
-                mode = "L"
+                pixels = np.asarray(image.convert("L"))[..., None]
             else:
-                colour = np.asarray(image.convert("RGB"))
-                mode = "L" if (colour == colour[..., :1]).all() else "RGB"  # a grey palette
-            pixels = np.asarray(image.convert(mode))
+                pixels = np.asarray(image.convert("RGB"))
+                if (pixels == pixels[..., :1]).all():  # a grey palette
+                    pixels = pixels[..., :1]
     except (OSError, SyntaxError, ValueError, PIL.Image.DecompressionBombError) as error:
         raise ImageDecodeError(f"{type(error).__name__}: {error}") from None
-    return pixels[..., None] if pixels.ndim == 2 else pixels
+    return pixels
 
 
 def convert(image, image_size: tuple[int, int], channels: int):
