@@ -111,8 +111,8 @@ def _bmp(bits: int, rows: list[bytes], width: int, palette: np.ndarray | None = 
     `palette` [n, 3] RGB for 1- to 8-bit pixels."""
     table = b""
     if palette is not None:  # BGR0 entries
-        table = np.concatenate([palette[:, ::-1], np.zeros((len(palette), 1))], axis=1)
-        table = table.astype(np.uint8).tobytes()
+        bgr0 = np.concatenate([palette[:, ::-1], np.zeros((len(palette), 1))], axis=1)
+        table = bgr0.astype(np.uint8).tobytes()
     data = b"".join(row + bytes(-len(row) % 4) for row in reversed(rows))
     offset = 54 + len(table)
     header = struct.pack("<2sIHHI", b"BM", offset + len(data), 0, 0, offset)
