@@ -409,7 +409,9 @@ TABLES = {
                 ("metasgd_cavia", "cavia"),
                 ("simviable", "metasgd_cavia"),
                 ("metasgd_simviable", "simviable"),
+                ("metasgd_simviable", "metasgd_cavia"),
                 ("metasgd_maml", "maml"),
+                ("maml_simviable", "metasgd_maml"),
             )
         ],
         pending=True,

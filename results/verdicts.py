@@ -33,13 +33,18 @@ VERDICTS = Verdicts(
             "[sine](#sine-regression)",
         ),
         (
-            "Sine: learn the inner loop's step (Meta-SGD) or its loss (relVIABLE)?",
-            "the loss: the step adds nothing measurable",
+            "Learn the inner loop's step (Meta-SGD) or its loss (VIABLE), on sine and on"
+            " images (5-way 1-shot)?",
+            "the loss: the step adds nothing measurable to CAVIA",
             [
                 ("paired", "sine_paired", SEED0, "metasgd_cavia", "cavia"),
                 ("paired", "sine_paired", SEED0, "relviable_tanh", "metasgd_cavia"),
+                (IMG, "5way1shot", "simviable"),
+                (IMG, "5way1shot", "metasgd_cavia"),
+                (IMG, "5way1shot", "cavia"),
             ],
-            "[comparisons](comparisons.md#meta-sgd-against-viable-on-sine)",
+            "[sine](comparisons.md#meta-sgd-against-viable-on-sine), [images]"
+            "(comparisons.md#the-papers-comparators-on-omniglot-images-paired)",
         ),
         (
             "Frozen Omniglot features, the paper's output layer: does the learned loss help CAVIA?",
