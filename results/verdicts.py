@@ -134,7 +134,12 @@ VERDICTS = Verdicts(
 #: The README's five lines: the same answers, linking into docs/RESULTS.md.
 GLANCE = Verdicts(
     [
-        (claim, verdict, figures, link.replace("(#", "(docs/RESULTS.md#"))
-        for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 4, 7, 10, 12))
+        (
+            claim,
+            verdict,
+            figures,
+            link.replace("(#", "(docs/RESULTS.md#").replace("(comparisons", "(docs/comparisons"),
+        )
+        for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 3, 4, 7, 10, 12))
     ]
 )
