@@ -3,6 +3,8 @@ that give it (rendered by results/render.py, never typed)."""
 
 from __future__ import annotations
 
+import re
+
 from results.render import Verdicts
 
 S, IMG, FRZ, LEO = "sine", "omniglot_images", "omniglot_features", "omniglot_features_leo"
@@ -131,15 +133,22 @@ VERDICTS = Verdicts(
     ]
 )
 
-#: The README's five lines: the same answers, linking into docs/RESULTS.md.
+
+def _from_repo_root(link: str) -> str:
+    """A link written for docs/RESULTS.md, rebased for a page at the repository's root: an
+    anchor of RESULTS.md itself, or any other page of docs/ named relative to it."""
+    return re.sub(r"\]\((#|(?![a-z]+:)[^)#]*)", _rebase, link)
+
+
+def _rebase(match: re.Match) -> str:
+    target = match.group(1)
+    return "](docs/" + ("RESULTS.md#" if target == "#" else target)
+
+
+#: The README's lines: the same answers, linking into docs/.
 GLANCE = Verdicts(
     [
-        (
-            claim,
-            verdict,
-            figures,
-            link.replace("(#", "(docs/RESULTS.md#").replace("(comparisons", "(docs/comparisons"),
-        )
+        (claim, verdict, figures, _from_repo_root(link))
         for claim, verdict, figures, link in (VERDICTS.rows[i] for i in (0, 3, 4, 7, 10, 12))
     ]
 )
