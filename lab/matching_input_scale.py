@@ -48,6 +48,19 @@ def updater(learner, tasks, batch_size: int, scaled):
     return update
 
 
+def validation_accuracy(learner, tasks, scaled, episodes: int) -> float:
+    """The learner's mean query accuracy on the first `episodes` validation episodes,
+    scaled."""
+    import tensorflow as tf
+
+    from viable_tf.evaluation.classification import query_accuracy
+
+    data = tasks.validation.dataset(batch_size=episodes, seed=0, num_episodes=episodes)
+    batch = scaled(next(iter(data)))
+    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    return float(tf.reduce_mean(query_accuracy(learner, state, batch)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir")
@@ -76,21 +89,11 @@ def main() -> None:
         def scaled(batch: TaskBatch, scale=scale) -> TaskBatch:
             return batch._replace(support_x=batch.support_x * scale, query_x=batch.query_x * scale)
 
-        def accuracy(learner=learner, tasks=tasks, scaled=scaled) -> float:
-            data = tasks.validation.dataset(
-                batch_size=args.validation_episodes,
-                seed=0,
-                num_episodes=args.validation_episodes,
-            )
-            batch = scaled(next(iter(data)))
-            state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
-            guess = tf.argmax(learner.predict(state, batch.query_x), -1, output_type=tf.int32)
-            return float(tf.reduce_mean(tf.cast(guess == batch.query_y, tf.float32)))
-
         update = updater(learner, tasks, batch_size, scaled)
-        before = accuracy()
+        before = validation_accuracy(learner, tasks, scaled, args.validation_episodes)
         losses = [float(update(tf.constant([7, step], tf.int32))) for step in range(args.steps)]
-        accuracies[scale, temperature] = (before, accuracy())
+        after = validation_accuracy(learner, tasks, scaled, args.validation_episodes)
+        accuracies[scale, temperature] = (before, after)
         rows[scale, temperature] = [
             float(np.mean(losses[i : i + args.every])) for i in range(0, args.steps, args.every)
         ]
