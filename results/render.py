@@ -410,6 +410,7 @@ TABLES = {
                 ("matching_fce", "matching"),
                 ("matching_tau", "matching"),
                 ("matching_fce_tau", "matching_tau"),
+                ("matching_fce_tau", "protonet"),
                 ("metasgd_cavia", "cavia"),
                 ("simviable", "metasgd_cavia"),
                 ("metasgd_simviable", "simviable"),
