@@ -417,6 +417,7 @@ TABLES = {
                 ("metasgd_simviable", "metasgd_cavia"),
                 ("metasgd_maml", "maml"),
                 ("maml_simviable", "metasgd_maml"),
+                ("metasgd_maml", "simviable"),
             )
         ],
         pending=True,
