@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -57,10 +59,9 @@ def main() -> None:
             )
             for f in factors
         ]
-        median_spread = float(tf.sort(tf.reshape(spread, [-1]))[tf.size(spread) // 2])
         print(
             f"| {run_dir.rstrip('/').split('/')[-1]} | {run.checkpoint_step:,} | "
-            f"{float(learner.head.scale):.3g} | {median_spread:.3g} | {100 * accuracy:.1f}% | "
+            f"{float(learner.head.scale):.3g} | {np.median(spread):.3g} | {100 * accuracy:.1f}% | "
             + " | ".join(f"{loss:.3f}" for loss in losses)
             + " |"
         )
