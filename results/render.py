@@ -418,6 +418,7 @@ TABLES = {
                 ("metasgd_maml", "maml"),
                 ("maml_simviable", "metasgd_maml"),
                 ("metasgd_maml", "simviable"),
+                ("maml_simviable", "metaoptnet_svm"),
             )
         ],
         pending=True,
