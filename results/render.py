@@ -405,6 +405,7 @@ TABLES = {
             for a, b in (
                 ("r2d2", "protonet"),
                 ("metaoptnet_svm", "protonet"),
+                ("metaoptnet_svm_normalized", "metaoptnet_svm"),
                 ("matching", "protonet"),
                 ("matching_tau", "protonet"),
                 ("matching_fce", "matching"),
