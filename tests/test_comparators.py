@@ -15,7 +15,7 @@ from viable_tf.datasets import omniglot
 from viable_tf.learners import CAVIA, MAML, VIABLE, MatchingHead, RidgeHead, SVMHead
 from viable_tf.learners.metaoptnet import (
     crammer_singer_dual,
-    project_scaled_simplex,
+    project_capped_zero_sum,
     ridge_weights,
 )
 from viable_tf.networks import SimpleLossNetwork, keras_network
@@ -48,20 +48,29 @@ def test_a_padded_point_changes_no_solved_head():
         np.testing.assert_allclose(with_pad.numpy(), without.numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("total", [1.0, 0.1])
-def test_the_simplex_projection_is_the_nearest_point_of_the_scaled_simplex(total):
+@pytest.mark.parametrize("cap", [1.0, 0.1])
+def test_the_projection_is_the_nearest_point_under_the_caps_with_sum_zero(cap):
     values = RNG.normal(size=(20, 5))
-    projected = project_scaled_simplex(tf.constant(values), total).numpy()
-    for v, p in zip(values, projected, strict=True):
+    ceiling = cap * np.eye(5)[RNG.integers(0, 5, size=20)]  # the SVM's C [k = y_n]
+    projected = project_capped_zero_sum(tf.constant(values), tf.constant(ceiling)).numpy()
+    for v, top, p in zip(values, ceiling, projected, strict=True):
         found = optimize.minimize(
-            lambda t, v=v: 0.5 * np.sum((t - v) ** 2),
-            np.full(5, total / 5),
-            constraints=[{"type": "eq", "fun": lambda t: np.sum(t) - total}],
-            bounds=[(0, None)] * 5,
+            lambda x, v=v: 0.5 * np.sum((x - v) ** 2),
+            np.zeros(5),
+            constraints=[{"type": "eq", "fun": np.sum}],
+            bounds=[(None, t) for t in top],
             method="SLSQP",
             options={"ftol": 1e-12, "maxiter": 500},
         )
         np.testing.assert_allclose(p, found.x, atol=1e-5)
+    # Values 1e-17 of the cap keep their digits (C - (C - x) would round them to 0), and a
+    # row with no cap (a padded point) projects to zero.
+    tiny = project_capped_zero_sum(
+        tf.constant([[3e-18, -1e-18, -2e-18], [1.0, 2.0, 3.0]], tf.float64),
+        tf.constant([[0.1, 0.0, 0.0], [0.0, 0.0, 0.0]], tf.float64),
+    ).numpy()
+    np.testing.assert_allclose(tiny[0], [3e-18, -1e-18, -2e-18], rtol=1e-12)
+    np.testing.assert_array_equal(tiny[1], 0.0)
 
 
 def _dual_objective(alpha, gram, one_hot, eps):
@@ -334,9 +343,10 @@ def _drawings(rng, labels):
 
 
 def _pixels(drawings):
-    """What the export makes of them, as training's loader does: [1, n, 784], l2-normalised."""
+    """What the export makes of them, as the end-to-end episodes read them: [1, n, 784]
+    strokes (1 on 0) at 28 x 28."""
     flat = omniglot.pixel_featurizer()(drawings.reshape(-1, 105, 105, 1))
-    return tf.reshape(tf.math.l2_normalize(flat, -1), [1, -1, 784])
+    return tf.reshape(flat, [1, -1, 784])
 
 
 def _episode():
@@ -403,7 +413,7 @@ def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
         learner,
         str(tmp_path / name),
         featurizer=omniglot.pixel_featurizer(),
-        normalize=True,
+        normalize=False,
         input_shape=omniglot.IMAGE_SHAPE,
     )
     loaded = tf.saved_model.load(path)
@@ -427,12 +437,13 @@ def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
     assert not ops & {"PyFunc", "EagerPyFunc", "XlaLaunch"}
 
 
-@pytest.mark.parametrize("size", [1e-2, 1.0, 1e3, 1e4, 1e5])
+@pytest.mark.parametrize("size", [1e-2, 1.0, 1e3, 1e4, 1e5, 1e8, 1e9])
 def test_the_svm_dual_keeps_its_solution_whatever_the_features_scale(size):
     """The step is 1 / L, L ~ |x|^2: with features of a few thousand (as a conv net's
-    grew while meta-training MetaOptNet-SVM), alpha = C e_y - tau is about 1e-8 of C, and
-    in float32 C - (C - alpha) is exactly 0, so w = 0, every logit equal and no
-    meta-gradient. Solved in float64, the classifier is the same at every scale."""
+    grew while meta-training MetaOptNet-SVM), alpha is about 1e-8 of C, and in float32
+    C - (C - alpha) is exactly 0, so w = 0, every logit equal and no meta-gradient; at
+    1e8 (MetaOptNet-SVM's 5-way 5-shot run) alpha is 1e-17 of C, past float64 too. The
+    projection never forms C - alpha: the classifier is the same at every scale."""
     x = tf.constant([[[2.0, 0.0], [0.0, 2.0], [-2.0, -2.0]]]) * size
     labels = tf.constant([[0, 1, 2]])
     head = SVMHead()  # the shipped c = 0.1, eps = 1, 50 iterations

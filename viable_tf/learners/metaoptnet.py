@@ -17,10 +17,10 @@ a meta-learned scale. No inner gradient steps: a learner holds one as its head w
   solver (qpth) and its code adds eps = 1 for stability; here it is solved in the graph by
   accelerated projected gradient (FISTA) for a fixed number of iterations at step 1 / L
   (L the largest eigenvalue of the Gram matrix plus eps), with the rows projected onto their
-  constraint set exactly: writing alpha_n = C e_{y_n} - tau_n, the constraints say tau_n is
-  in the simplex scaled by C, a sort-based projection (Duchi et al. 2008). The meta-gradient
-  flows through the unrolled iterations; every op is a standard TensorFlow op (matmul, sort,
-  cumsum, eigvalsh), so an export stays servable. Tested against scipy's solver on small
+  constraint set exactly by a sort-based projection (Duchi et al. 2008's, for the caps
+  C [k = y_n] and the zero sum). The meta-gradient flows through the unrolled iterations;
+  every op is a standard TensorFlow op (matmul, sort, cumsum, eigvalsh), so an export stays
+  servable. Tested against scipy's solver on small
   problems (tests/test_comparators.py).
 
 Shape legend: B tasks, K support points, P points, H features, N classes.
@@ -57,18 +57,30 @@ def ridge_weights(features: tf.Tensor, targets: tf.Tensor, l2: float | tf.Tensor
     return tf.matmul(features, dual, transpose_a=True)  # [B, H, N]
 
 
-def project_scaled_simplex(values: tf.Tensor, total: float | tf.Tensor) -> tf.Tensor:
-    """The Euclidean projection of each row of `values` [..., N] onto {t >= 0, sum t =
-    total} (Duchi et al. 2008): t = max(v - theta, 0) with theta from the sorted row."""
+def project_capped_zero_sum(values: tf.Tensor, ceiling: tf.Tensor) -> tf.Tensor:
+    """The Euclidean projection of each row of `values` [..., N] onto {x <= ceiling, sum x
+    = 0} (ceiling [..., N] >= 0): x = min(v - mu, ceiling), the shift mu found from the
+    rows sorted by v - ceiling, where a point's cap starts to bind (the simplex projection
+    of Duchi et al. 2008, in the SVM dual's own variables).
+
+    It never subtracts a row from its cap: a free coordinate is v - mu with mu a mean of
+    free values and caps that bind, so a row of values far smaller than its cap (the dual
+    of a network whose features have grown, 1e-17 of C) keeps its digits, where
+    C - (C - alpha) rounds to 0 even in float64."""
     n = tf.shape(values)[-1]
-    ordered = tf.sort(values, axis=-1, direction="DESCENDING")  # [..., N]
-    cumulative = tf.cumsum(ordered, axis=-1) - total  # [..., N]
-    index = tf.cast(tf.range(1, n + 1), values.dtype)  # [N]
-    support = ordered - cumulative / index > 0  # [..., N], True for a prefix
-    count = tf.reduce_sum(tf.cast(support, tf.int32), axis=-1, keepdims=True)  # [..., 1]
-    theta = tf.gather(cumulative, tf.maximum(count - 1, 0), batch_dims=len(values.shape) - 1)
-    theta = theta / tf.cast(tf.maximum(count, 1), values.dtype)  # [..., 1]
-    return tf.maximum(values - theta, 0.0)
+    order = tf.argsort(values - ceiling, axis=-1, direction="DESCENDING")  # [..., N]
+    batch_dims = len(values.shape) - 1
+    v = tf.gather(values, order, batch_dims=batch_dims)  # [..., N]
+    cap = tf.gather(ceiling, order, batch_dims=batch_dims)
+    # mu_j: the shift that gives sum 0 when the first j sorted coordinates sit at their cap.
+    capped = tf.cumsum(cap, axis=-1, exclusive=True)  # [..., N]
+    free = tf.cumsum(v, axis=-1, reverse=True)
+    mu = (capped + free) / tf.cast(n - tf.range(n), values.dtype)  # [..., N]
+    # The solution caps the coordinates whose v - cap >= mu; their count is that of j with
+    # mu_j <= v_j - cap_j (a prefix). A row whose caps sum to 0 (padding) caps every one.
+    count = tf.reduce_sum(tf.cast(mu <= v - cap, tf.int32), axis=-1, keepdims=True)
+    shift = tf.gather(mu, tf.minimum(count, n - 1), batch_dims=batch_dims)  # [..., 1]
+    return tf.minimum(values - shift, ceiling)
 
 
 def crammer_singer_dual(
@@ -84,10 +96,12 @@ def crammer_singer_dual(
     one_hot [B, K, N] of the labels, mask bool [B, K] -> alpha [B, K, N] (zero on padded
     points), after `num_iterations` of accelerated projected gradient.
 
-    Solved in float64 (as the original solves its QP in double precision): the step is
-    1 / L with L ~ |x|^2, so with features of 1e4 alpha is about 1e-9 of C, and in
-    float32 alpha = C e_y - tau cancels to exactly 0 (w = 0, every logit equal, no
-    meta-gradient: a run whose features grew that far stops learning)."""
+    Solved in float64, as the original solves its QP in double precision. The step is 1 / L
+    with L ~ K |x|^2, so alpha is about 1 / (K |x|^2): 1e-17 of C once a network without
+    batch normalisation has grown its features to 1e8, as MetaOptNet-SVM's 5-way 5-shot
+    run did. The projection keeps such an alpha (`project_capped_zero_sum`); written as
+    alpha_n = C e_{y_n} - tau_n with tau_n in C times the simplex, it cancelled to exactly
+    0 (w = 0, every logit equal, no meta-gradient: the run stopped learning for good)."""
     dtype = gram.dtype
     gram, one_hot = tf.cast(gram, tf.float64), tf.cast(one_hot, tf.float64)
     real = tf.cast(mask, tf.float64)[..., None]  # [B, K, 1]
@@ -98,8 +112,7 @@ def crammer_singer_dual(
     ceiling = c * one_hot  # [B, K, N]
 
     def project(alpha):
-        # alpha_n = C e_{y_n} - tau_n with tau_n in C * simplex; padded rows stay zero.
-        return (ceiling - project_scaled_simplex(ceiling - alpha, c)) * real
+        return project_capped_zero_sum(alpha, ceiling) * real  # padded rows stay zero
 
     def gradient(alpha):
         return tf.matmul(gram, alpha) + eps * alpha - one_hot  # [B, K, N]
