@@ -51,27 +51,30 @@ def main() -> None:
     from viable_tf.evaluation.statistics import mean_confidence_interval
     from viable_tf.learners import metaoptnet
 
-    run = load_run(args.run_dir, tuple(args.gin_param))
-    step = run.checkpoint_step
-    if args.latest:
+    def restored():
+        run = load_run(args.run_dir, tuple(args.gin_param))
+        if not args.latest:
+            return run, run.checkpoint_step
         latest = tf.train.latest_checkpoint(run.run_dir.checkpoints)
         tf.train.Checkpoint(learner=run.learner).read(latest).expect_partial()
-        step = run.training_state.get("step", latest)
-    evaluator = test_protocol(run.tasks)
-    batch = next(iter(evaluator.batches()))
-    state = run.learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
-    features = run.learner.network(batch.support_x, state.context).numpy()  # [B, K, H]
-    norms = np.linalg.norm(features, axis=-1)
-    curvature = np.linalg.eigvalsh(features @ np.swapaxes(features, 1, 2))[:, -1]
+        return run, run.training_state.get("step", latest)
 
     stable = metaoptnet.project_capped_zero_sum
     scores = {}
     for name, projection in (("former (cancelling)", cancelling_projection), ("direct", stable)):
+        # A learner of its own for each: a learner's traced adaptation keeps the
+        # projection it was first traced with.
         metaoptnet.project_capped_zero_sum = projection  # read by crammer_singer_dual
         try:
-            scores[name] = evaluator(run.learner).per_task
+            run, step = restored()
+            scores[name] = test_protocol(run.tasks)(run.learner).per_task
         finally:
             metaoptnet.project_capped_zero_sum = stable
+    batch = next(iter(test_protocol(run.tasks).batches()))
+    state = run.learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
+    features = run.learner.network(batch.support_x, state.context).numpy()  # [B, K, H]
+    norms = np.linalg.norm(features, axis=-1)
+    curvature = np.linalg.eigvalsh(features @ np.swapaxes(features, 1, 2))[:, -1]
     former, direct = scores.values()
     print(
         f"{args.run_dir} at {step} ({former.size} test episodes): median support feature "
