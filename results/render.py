@@ -409,6 +409,8 @@ TABLES = {
                 ("matching", "protonet"),
                 ("matching_tau", "protonet"),
                 ("matching_fce", "matching"),
+                ("matching_fce", "protonet"),
+                ("matching_fce_tau", "matching_fce"),
                 ("matching_tau", "matching"),
                 ("matching_fce_tau", "matching_tau"),
                 ("matching_fce_tau", "protonet"),
