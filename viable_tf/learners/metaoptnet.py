@@ -20,8 +20,7 @@ a meta-learned scale. No inner gradient steps: a learner holds one as its head w
   constraint set exactly by a sort-based projection (Duchi et al. 2008's, for the caps
   C [k = y_n] and the zero sum). The meta-gradient flows through the unrolled iterations;
   every op is a standard TensorFlow op (matmul, sort, cumsum, eigvalsh), so an export stays
-  servable. Tested against scipy's solver on small
-  problems (tests/test_comparators.py).
+  servable. Tested against scipy's solver on small problems (tests/test_comparators.py).
 
 Shape legend: B tasks, K support points, P points, H features, N classes.
 """
