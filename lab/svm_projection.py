@@ -67,10 +67,11 @@ def main() -> None:
         metaoptnet.project_capped_zero_sum = projection  # read by crammer_singer_dual
         try:
             run, step = restored()
-            scores[name] = test_protocol(run.tasks)(run.learner).per_task
+            evaluator = test_protocol(run.tasks)
+            scores[name] = evaluator(run.learner).per_task
         finally:
             metaoptnet.project_capped_zero_sum = stable
-    batch = next(iter(test_protocol(run.tasks).batches()))
+    batch = next(iter(evaluator.batches()))
     state = run.learner.start_state(batch.support_x, batch.support_y, batch.support_mask)
     features = run.learner.network(batch.support_x, state.context).numpy()  # [B, K, H]
     norms = np.linalg.norm(features, axis=-1)
