@@ -405,6 +405,7 @@ TABLES = {
             for a, b in (
                 ("r2d2", "protonet"),
                 ("metaoptnet_svm", "protonet"),
+                ("metaoptnet_svm", "r2d2"),
                 ("metaoptnet_svm_normalized", "metaoptnet_svm"),
                 ("matching", "protonet"),
                 ("matching_tau", "protonet"),
@@ -423,7 +424,8 @@ TABLES = {
                 ("metasgd_maml", "simviable"),
                 ("maml_simviable", "metaoptnet_svm"),
             )
-        ],
+        ]
+        + [(E2E, "5way5shot", "simviable", "metaoptnet_svm")],
         pending=True,
     ),
     "sine_step_by_context": _sine(
