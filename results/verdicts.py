@@ -119,6 +119,17 @@ VERDICTS = Verdicts(
             "[images](#omniglot-images-end-to-end)",
         ),
         (
+            "Against the state of the art the paper names (MetaOptNet-SVM), on the same net?",
+            "VIABLE on MAML ahead at 1 shot, simVIABLE at 5; the SVM stays 6-9 points under"
+            " the ridge head",
+            [
+                ("paired", IMG, "5way1shot", "maml_simviable", "metaoptnet_svm"),
+                ("paired", IMG, "5way5shot", "simviable", "metaoptnet_svm"),
+                ("paired", IMG, "5way5shot", "metaoptnet_svm", "r2d2"),
+            ],
+            "[comparators](comparisons.md#the-papers-comparators-on-omniglot-images-paired)",
+        ),
+        (
             "Sine with 2 outliers of 10: does a learned loss beat a robust hand-made one?",
             "helps",
             [
