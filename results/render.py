@@ -423,9 +423,9 @@ TABLES = {
                 ("maml_simviable", "metasgd_maml"),
                 ("metasgd_maml", "simviable"),
                 ("maml_simviable", "metaoptnet_svm"),
+                ("simviable", "metaoptnet_svm"),
             )
-        ]
-        + [(E2E, "5way5shot", "simviable", "metaoptnet_svm")],
+        ],
         pending=True,
     ),
     "sine_step_by_context": _sine(
