@@ -391,6 +391,7 @@ TABLES = {
             (E2E, "5way5shot", "relviable_tanh64", "cavia"),
             (E2E, "5way5shot", "simviable_proto", "protonet"),
             (E2E, "5way1shot", "maml_simviable", "maml"),
+            (E2E, "5way5shot", "maml_simviable", "maml"),
             (E2E, "5way1shot", "simviable_proto", "cavia_proto"),
             (E2E, "20way1shot", "relviable_tanh64_residual", "cavia"),
             (E2E, "20way1shot", "simviable_residual", "cavia"),
@@ -401,7 +402,7 @@ TABLES = {
     "images_comparators_paired": Paired(
         [
             (E2E, setting, a, b)
-            for setting in ("5way1shot", "5way5shot")
+            for setting in ("5way1shot", "5way5shot", "20way1shot")
             for a, b in (
                 ("r2d2", "protonet"),
                 ("metaoptnet_svm", "protonet"),
