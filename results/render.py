@@ -392,6 +392,7 @@ TABLES = {
             (E2E, "5way5shot", "simviable_proto", "protonet"),
             (E2E, "5way1shot", "maml_simviable", "maml"),
             (E2E, "5way5shot", "maml_simviable", "maml"),
+            (E2E, "20way1shot", "maml_simviable", "maml"),
             (E2E, "5way1shot", "simviable_proto", "cavia_proto"),
             (E2E, "20way1shot", "relviable_tanh64_residual", "cavia"),
             (E2E, "20way1shot", "simviable_residual", "cavia"),

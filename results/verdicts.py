@@ -37,8 +37,8 @@ VERDICTS = Verdicts(
         (
             "Learn the inner loop's step (Meta-SGD) or its loss (VIABLE), on sine and on images?",
             "the loss on sine and at 1 shot: the step adds nothing measurable to CAVIA; on"
-            " MAML both help, the loss more at 1 and 5 shots. At 5 shots on CAVIA the two are"
-            " level, and worse combined",
+            " MAML both help, the loss more at 1 and 5 shots and 20 ways. At 5 shots on CAVIA"
+            " the two are level, and worse combined",
             [
                 ("paired", "sine_paired", SEED0, "metasgd_cavia", "cavia"),
                 ("paired", "sine_paired", SEED0, "relviable_tanh", "metasgd_cavia"),
@@ -48,6 +48,7 @@ VERDICTS = Verdicts(
                 ("paired", IMG, "5way1shot", "metasgd_simviable", "metasgd_cavia"),
                 ("paired", IMG, "5way1shot", "maml_simviable", "metasgd_maml"),
                 ("paired", IMG, "5way5shot", "maml_simviable", "metasgd_maml"),
+                ("paired", IMG, "20way1shot", "maml_simviable", "metasgd_maml"),
                 ("paired", IMG, "5way5shot", "simviable", "metasgd_cavia"),
                 ("paired", IMG, "5way5shot", "metasgd_simviable", "simviable"),
             ],
@@ -104,11 +105,12 @@ VERDICTS = Verdicts(
             "[images](#omniglot-images-end-to-end)",
         ),
         (
-            "VIABLE on MAML (beyond the paper), 5-way 1-shot and 5-shot?",
+            "VIABLE on MAML (beyond the paper), 5-way 1-shot and 5-shot, 20-way 1-shot?",
             "helps",
             [
                 ("paired", IMG, "5way1shot", "maml_simviable", "maml"),
                 ("paired", IMG, "5way5shot", "maml_simviable", "maml"),
+                ("paired", IMG, "20way1shot", "maml_simviable", "maml"),
             ],
             "[images](#omniglot-images-end-to-end)",
         ),
