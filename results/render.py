@@ -417,6 +417,7 @@ TABLES = {
                 ("matching_tau", "matching"),
                 ("matching_fce_tau", "matching_tau"),
                 ("matching_fce_tau", "protonet"),
+                ("r2d2", "matching_fce_tau"),
                 ("metasgd_cavia", "cavia"),
                 ("simviable", "metasgd_cavia"),
                 ("metasgd_simviable", "simviable"),
