@@ -422,6 +422,7 @@ TABLES = {
                 ("simviable", "metasgd_cavia"),
                 ("metasgd_simviable", "simviable"),
                 ("metasgd_simviable", "metasgd_cavia"),
+                ("relviable_tanh64_residual", "metasgd_cavia"),
                 ("metasgd_maml", "maml"),
                 ("maml_simviable", "metasgd_maml"),
                 ("metasgd_maml", "simviable"),
