@@ -136,6 +136,7 @@ VERDICTS = Verdicts(
                 ("paired", IMG, "20way1shot", "maml_simviable", "metaoptnet_svm"),
                 ("paired", IMG, "5way1shot", "metaoptnet_svm", "r2d2"),
                 ("paired", IMG, "5way5shot", "metaoptnet_svm", "r2d2"),
+                ("paired", IMG, "20way1shot", "metaoptnet_svm", "r2d2"),
             ],
             "[comparators](comparisons.md#the-papers-comparators-on-omniglot-images-paired)",
         ),
