@@ -8,8 +8,9 @@ the outliers (trained and tested on the K - m clean points).
 
 Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-train (one
 thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
-absolute-error inner loss (its outer loss stays the MSE). Each trained run is then tested
-on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
+absolute-error inner loss (cavia_huber.gin, cavia_absolute.gin: its outer loss stays the
+MSE), and *_agreement.gin the learned losses with each point's gradient agreement. Each
+trained run is then tested on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
 (the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
 steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another seed
 (the test tasks stay the protocol's; runs under W/seed<N>/). `--noise_std S` makes the table
@@ -31,22 +32,23 @@ import subprocess
 import sys
 
 GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gin")
-#: row -> (config, extra gin bindings)
-#: The paper's point features with each point's gradient agreement last (x between them
-#: for the loss networks that read the inputs).
-AGREE = "VIABLE.features=[@TaskLoss(), @Outputs(), @Labels(),{} @GradientAgreement()]"
+#: row -> its shipped config: the robust hand-made inner losses (cavia_huber,
+#: cavia_absolute) and the learned ones with each point's gradient agreement in its features
+#: (the paper's argument for a learned loss: *_agreement).
 METHODS = {
-    "cavia": ("sine/cavia.gin", ()),
-    "cavia_huber": ("sine/cavia.gin", ("CAVIA.inner_task_loss='huber'",)),
-    "cavia_absolute": ("sine/cavia.gin", ("CAVIA.inner_task_loss='absolute_error'",)),
-    "maml": ("sine/maml.gin", ()),
-    "simviable": ("sine/simviable.gin", ()),
-    "relviable": ("sine/relviable.gin", ()),
-    "attviable": ("sine/attviable.gin", ()),
-    # The paper's argument as features: each point's gradient agreement with the rest.
-    "simviable_agree": ("sine/simviable.gin", (AGREE.format(""),)),
-    "relviable_agree": ("sine/relviable.gin", (AGREE.format(" @Inputs(),"),)),
-    "attviable_agree": ("sine/attviable.gin", (AGREE.format(" @Inputs(),"),)),
+    method: f"sine/{method}.gin"
+    for method in (
+        "cavia",
+        "cavia_huber",
+        "cavia_absolute",
+        "maml",
+        "simviable",
+        "relviable",
+        "attviable",
+        "simviable_agreement",
+        "relviable_agreement",
+        "attviable_agreement",
+    )
 }
 LABELS = {
     "cavia": "CAVIA",
@@ -56,32 +58,61 @@ LABELS = {
     "simviable": "simVIABLE",
     "relviable": "relVIABLE",
     "attviable": "attVIABLE",
-    "simviable_agree": "simVIABLE, gradient agreement features",
-    "relviable_agree": "relVIABLE, gradient agreement features",
-    "attviable_agree": "attVIABLE, gradient agreement features",
+    "simviable_agreement": "simVIABLE, gradient-agreement features",
+    "relviable_agreement": "relVIABLE, gradient-agreement features",
+    "attviable_agreement": "attVIABLE, gradient-agreement features",
 }
 #: trained and tested on the clean points only
-ORACLES = ("cavia", "relviable", "attviable", "relviable_agree", "attviable_agree")
+ORACLES = ("cavia", "relviable", "attviable", "relviable_agreement", "attviable_agreement")
 
 
 def _inner_steps_binding(config: str, steps: int) -> str:
     """`steps` inner steps for the learner a method's config binds, named as the config
-    binds its num_inner_steps (CAVIA, MAML, VIABLE, MAMLVIABLE, ...)."""
-    with open(os.path.join(GIN_DIR, config)) as f:
-        found = re.search(r"^(\w+)\.num_inner_steps\s*=", f.read(), re.MULTILINE)
-    if found is None:
-        raise ValueError(f"gin/{config} binds no num_inner_steps")
-    return f"{found.group(1)}.num_inner_steps={steps}"
+    (or a config it includes) binds its num_inner_steps (CAVIA, MAML, VIABLE, ...)."""
+    path = os.path.join(GIN_DIR, config)
+    with open(path) as f:
+        text = f.read()
+    found = re.search(r"^(\w+)\.num_inner_steps\s*=", text, re.MULTILINE)
+    if found is not None:
+        return f"{found.group(1)}.num_inner_steps={steps}"
+    for include in re.findall(r"^include\s+'([^']+)'", text, re.MULTILINE):
+        included = os.path.relpath(os.path.join(os.path.dirname(path), include), GIN_DIR)
+        try:
+            return _inner_steps_binding(included, steps)
+        except ValueError:
+            continue
+    raise ValueError(f"gin/{config} binds no num_inner_steps")
 
 
 def _method_bindings(method: str, args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
     """A method's config and its bindings, with --inner_steps and --seed applied."""
-    config, bindings = METHODS[method]
+    config, bindings = METHODS[method], ()
     if args.inner_steps is not None:
         bindings = (*bindings, _inner_steps_binding(config, args.inner_steps))
     if args.seed is not None:
         bindings = (*bindings, f"SEED={args.seed}")
     return config, bindings
+
+
+def outlier_runs(args: argparse.Namespace, methods: list[str]) -> dict:
+    """The outlier table's trainings, {run: (config, bindings)}: each method trained with
+    each --train_outliers m, and each oracle on the K - m clean points of each tested m."""
+    trained, tested = _ints(args.train_outliers), _ints(args.test_outliers)
+    runs = {}
+    for method in methods:
+        config, bindings = _method_bindings(method, args)
+        for m in trained:
+            runs[f"{method}_train_m{m}"] = (config, (*bindings, f"OUTLIERS={m}"))
+        if method in ORACLES:
+            for m in sorted(set(tested) - {0}):
+                clean = args.num_support - m
+                oracle = (*bindings, "OUTLIERS=0", f"NUM_SUPPORT={clean}")
+                runs[f"{method}_oracle_k{clean}"] = (config, oracle)
+    return runs
+
+
+#: The configs every run of the table adds to its method's (train() below).
+COMMON_CONFIGS = ("sine/quick.gin", "sine/outliers.gin")
 
 
 def _write_table(lines: list[str], path: str) -> None:
@@ -106,8 +137,7 @@ def train(work_dir: str, run: str, config: str, bindings: tuple[str, ...], steps
         "-m",
         "viable_tf.cli.train",
         f"--gin_file={config}",
-        "--gin_file=sine/quick.gin",
-        "--gin_file=sine/outliers.gin",
+        *(f"--gin_file={c}" for c in COMMON_CONFIGS),
         f"--gin_param=NUM_STEPS={steps}",
         "--gin_param=Trainer.show_progress=False",
         *(f"--gin_param={b}" for b in bindings),
@@ -151,7 +181,8 @@ def _cell(record: dict) -> str:
     return f"{record['mean']:.3f} ± {record['ci95']:.3f}"
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line (also what a record's command is dry-run with)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", required=True)
     parser.add_argument("--methods", default=",".join(METHODS))
@@ -168,18 +199,23 @@ def main() -> None:
     parser.add_argument(
         "--figure", default=None, help="PNG: CAVIA and relVIABLE trained with outliers, adapted"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    parser_ = parser()
+    args = parser_.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
-        parser.error(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
+        parser_.error(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
     trained, tested = _ints(args.train_outliers), _ints(args.test_outliers)
     if any(m > args.num_support for m in trained + tested):
-        parser.error(f"outliers must be <= num_support={args.num_support}")
+        parser_.error(f"outliers must be <= num_support={args.num_support}")
     if args.inner_steps is not None and args.inner_steps < 1:
-        parser.error(f"--inner_steps must be >= 1, got {args.inner_steps}")
+        parser_.error(f"--inner_steps must be >= 1, got {args.inner_steps}")
     if args.noise_std is not None and not args.noise_std > 0:
-        parser.error(f"--noise_std must be > 0, got {args.noise_std}")
+        parser_.error(f"--noise_std must be > 0, got {args.noise_std}")
     work_dir = args.work_dir
     if args.inner_steps is not None:
         work_dir = os.path.join(work_dir, f"steps{args.inner_steps}")
@@ -187,21 +223,11 @@ def main() -> None:
         work_dir = os.path.join(work_dir, f"seed{args.seed}")
     if args.noise_std is not None:
         return noise_table(args, methods, work_dir)
-    jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for method in methods:
-            config, bindings = _method_bindings(method, args)
-            for m in trained:
-                run = f"{method}_train_m{m}"
-                jobs[run] = pool.submit(
-                    train, work_dir, run, config, (*bindings, f"OUTLIERS={m}"), args.num_steps
-                )
-            if method in ORACLES:
-                for m in sorted(set(tested) - {0}):
-                    clean = args.num_support - m
-                    run = f"{method}_oracle_k{clean}"
-                    oracle = (*bindings, "OUTLIERS=0", f"NUM_SUPPORT={clean}")
-                    jobs[run] = pool.submit(train, work_dir, run, config, oracle, args.num_steps)
+        jobs = {
+            run: pool.submit(train, work_dir, run, config, bindings, args.num_steps)
+            for run, (config, bindings) in outlier_runs(args, methods).items()
+        }
     dirs = {run: job.result() for run, job in jobs.items()}
     columns = [(tm, m) for tm in trained for m in tested]
     lines = [

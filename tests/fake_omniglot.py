@@ -20,12 +20,15 @@ ALPHABETS = {
 TRAIN_ALPHABETS = ("Korean", "Japanese_(katakana)", "Sanskrit", "Balinese")
 
 
-def write_fake_omniglot(root, *, drawings: int = 12, size: int = 28, seed: int = 0):
+def write_fake_omniglot(
+    root, *, drawings: int = 12, size: int = 28, seed: int = 0, characters: int = 1
+):
     """Writes the folder under `root` (a pathlib.Path) and returns it. Each character is
-    a random set of strokes, its drawings the same strokes with a few pixels moved."""
+    a random set of strokes, its drawings the same strokes with a few pixels moved;
+    `characters` times ALPHABETS' characters per alphabet (6: enough for 20 ways)."""
     rng = np.random.default_rng(seed)
-    for alphabet, characters in ALPHABETS.items():
-        for c in range(characters):
+    for alphabet, count in ALPHABETS.items():
+        for c in range(count * characters):
             folder = root / alphabet / f"character{c + 1:02d}"
             folder.mkdir(parents=True)
             strokes = rng.random((size, size)) < 0.15

@@ -30,5 +30,16 @@ LABELS.update(
         "matching_fce": "Matching Networks, full-context embeddings",
         "r2d2": "R2-D2 (ridge-regression head)",
         "metaoptnet_svm": "MetaOptNet-SVM",
+        "matching_tau": "Matching Networks, cosine / 0.1",
+        "matching_fce_tau": "Matching Networks, full-context embeddings, cosine / 0.1",
+        "metaoptnet_svm_normalized": "MetaOptNet-SVM, l2-normalised features",
+    }
+)
+# The variants beyond the paper that the results pages show (gin/omniglot_conv/).
+LABELS.update(
+    {
+        "relviable_tanh64": "relVIABLE, 2 x 64 tanh pairs",
+        "relviable_tanh64_residual": "relVIABLE, 2 x 64 tanh pairs, residual",
+        "simviable_residual": "simVIABLE, residual",
     }
 )

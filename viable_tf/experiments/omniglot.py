@@ -228,6 +228,25 @@ def reference(
     return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
 
 
+def write_reference(
+    work_dir: str,
+    settings: tuple[str, ...],
+    test_episodes: int,
+    configs: str = CONFIGS,
+    data: Data = None,
+) -> dict:
+    """The drivers' `--reference_only`: the nearest class mean of every setting, printed
+    and written to W/reference.json, nothing trained."""
+    from viable_tf.training.experiment import write_json
+
+    found = {s: reference(work_dir, s, test_episodes, configs=configs, data=data) for s in settings}
+    os.makedirs(work_dir, exist_ok=True)
+    write_json(found, os.path.join(work_dir, "reference.json"))
+    for setting, result in found.items():
+        print(f"{setting}: nearest class mean {_cell(result)}%", flush=True)
+    return found
+
+
 def best_by_validation(runs: dict[str, dict], setting: str) -> str:
     """The run of `setting` with the best meta-validation accuracy (ties: the first)."""
     candidates = [name for name in runs if name.endswith(f"_{setting}")]
@@ -313,6 +332,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no_sweep", action="store_true", help="skip testing at 1..9 shots")
     parser.add_argument("--no_export", action="store_true", help="skip the SavedModel exports")
     parser.add_argument("--gin_param", action="append", default=[], help="extra binding, all runs")
+    parser.add_argument(
+        "--reference_only",
+        action="store_true",
+        help="after stage 1, train nothing: the nearest class mean of the features on the test "
+        "episodes of --settings, in W/reference.json",
+    )
     return parser
 
 
@@ -336,6 +361,9 @@ def _main() -> int:
     start = time.perf_counter()
     encoder = prepare_features(data_dir, args.work_dir, epochs=args.encoder_epochs, seed=0)
     print(f"encoder: {encoder['final_train_accuracy']:.3f} train accuracy, {encoder['seconds']} s")
+    if args.reference_only:
+        write_reference(args.work_dir, settings, args.test_episodes)
+        return 0
     params = run_params(args)
     from tqdm import tqdm
 

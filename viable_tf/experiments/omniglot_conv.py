@@ -67,6 +67,14 @@ MORE_METHODS = (
     "matching_fce",
     "r2d2",
     "metaoptnet_svm",
+    # Variants the results pages show: the learned loss as a correction to the task loss
+    # (residual), relVIABLE's 2 x 64 tanh pair network, and the comparators' options.
+    "relviable_tanh64",
+    "relviable_tanh64_residual",
+    "simviable_residual",
+    "matching_tau",
+    "matching_fce_tau",
+    "metaoptnet_svm_normalized",
 )
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
@@ -153,6 +161,12 @@ def _parser() -> argparse.ArgumentParser:
     for flag in FLAG_BINDINGS:
         parser.add_argument(f"--{flag}", type=int, default=None)
     parser.add_argument("--gin_param", action="append", default=[])
+    parser.add_argument(
+        "--reference_only",
+        action="store_true",
+        help="train nothing: the nearest class mean of the pixels on the test episodes of "
+        "--settings, in W/reference.json",
+    )
     return parser
 
 
@@ -185,6 +199,12 @@ def _main() -> int:
     start = time.perf_counter()
     params = run_params(args)
     images = data(args.data_dir)
+    test_episodes = args.test_episodes or 1000  # conv.gin's
+    if args.reference_only:
+        omniglot.write_reference(
+            args.work_dir, settings, test_episodes, configs=CONFIGS, data=images
+        )
+        return 0
     for setting in settings:
         for method in methods:
             run = f"{method}_{setting}"
@@ -206,7 +226,6 @@ def _main() -> int:
     summary["served"] = {s: omniglot.best_by_validation(runs, s) for s in summary["settings"]}
     for setting, run in summary["served"].items():
         print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
-    test_episodes = args.test_episodes or 1000  # conv.gin's
     summary["reference"] = {
         s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS, data=images)
         for s in summary["settings"]

@@ -1,0 +1,148 @@
+"""Every measured record's `command` reruns its cell on today's code (results/commands.py):
+each parses as a shell would, names programs and flags that exist, and every training it runs
+parses its gin and builds its learner, task source and trainer, on tiny stand-ins for the
+data that is not in the repository. Nothing is trained. Records that differ only by a
+number (seed, K, C, the setting's ways and shots) share one build."""
+
+import json
+import os
+import re
+from collections import defaultdict
+
+import gin
+import pytest
+from fake_leo import write_fake_leo
+from fake_omniglot import write_fake_omniglot
+
+from results import commands, render
+from viable_tf import config
+
+RECORDS = render.RECORDS
+
+
+def measured():
+    """(path, record) of every record that is a run of ours (a paper's figure is quoted)."""
+    found = []
+    for root, _, names in os.walk(RECORDS):
+        for name in sorted(names):
+            if name.endswith(".json"):
+                path = os.path.join(root, name)
+                with open(path) as f:
+                    record = json.load(f)
+                if record.get("source") != "paper":
+                    found.append((os.path.relpath(path, render.REPO), record))
+    return sorted(found, key=lambda item: item[0])
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory):
+    """The data bindings a command names, pointed at small stand-ins: an Omniglot-shaped
+    image folder with enough characters for 20 ways, and LEO-format features."""
+    root = tmp_path_factory.mktemp("stand_ins")
+    images = write_fake_omniglot(root / "omniglot", drawings=20, characters=6)
+    features = write_fake_leo(
+        str(root / "features"),
+        dataset="omniglot",
+        dim=64,
+        per_class=30,
+        split_classes={"train": 24, "val": 24, "test": 24},
+    )
+    return {"IMAGE_DIR": repr(str(images)), "DATA_DIR": repr(features)}
+
+
+def with_stand_ins(params, stand_ins):
+    """`params` with each data binding (IMAGE_DIR=..., DATA_DIR=...) on its stand-in."""
+    out = []
+    for param in params:
+        name = param.split("=", 1)[0]
+        out.append(f"{name}={stand_ins[name]}" if name in stand_ins else param)
+    return tuple(out)
+
+
+def test_every_measured_record_has_a_command_that_a_shell_and_its_program_accept():
+    problems = []
+    for path, record in measured():
+        try:
+            builds = commands.builds(record.get("command") or "")
+            if not builds and record["benchmark"] != "test_suite":
+                raise commands.CommandError("runs no training")
+        except commands.CommandError as error:
+            problems.append(f"{path}: {error}")
+            continue
+        trains = builds and record["method"] != "nearest_class_mean"  # a reference trains none
+        if trains and "config" not in record:
+            problems.append(f"{path}: names no shipped config (`config`) for its row")
+        elif "config" in record and not any(record["config"] in b.files for b in builds):
+            problems.append(f"{path}: its config {record['config']} is not what it runs")
+    assert not problems, "\n".join(problems)
+    assert len(measured()) > 300
+
+
+def test_every_record_command_builds_on_todays_code(stand_ins, tmp_path):
+    """Parses each training's gin, and builds one of each group (records that differ only
+    by a number) as viable-train would: the learner, the tasks, the trainer."""
+    from viable_tf.training.trainer import Trainer
+
+    groups = defaultdict(list)
+    for path, record in measured():
+        for build in commands.builds(record["command"]):
+            key = re.sub(r"\d+", "N", repr((build.files, build.params)))
+            groups[key].append((path, build))
+    problems = []
+    for members in groups.values():
+        for index, (path, build) in enumerate(members):
+            try:
+                config.parse(build.files, with_stand_ins(build.params, stand_ins))
+                if index == 0:
+                    trainer = Trainer(model_dir=str(tmp_path / "run"))
+                    assert trainer.learner.trainable_variables
+            except Exception as error:
+                problems.append(f"{path}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            finally:
+                gin.clear_config()
+    assert not problems, "\n".join(problems)
+    assert len(groups) < 150  # one build per group keeps the test near a minute
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("", "an empty step"),
+        ("viable-train --gin_file=sine/cavia.gin --model_dir=M; rm -rf M", "joined by '&&'"),
+        ("viable-train --gin_file='sine/cavia.gin --model_dir=M", "does not parse"),
+        ("lab/corruption_table.py --outliers 2", "not a program of the project"),
+        ("viable-train --gin_file=sine/cavia.gin", "required: --model_dir"),
+        ("viable-eval --model_dir=M --num_support=4", "no earlier step trains it"),
+        (
+            "python -m viable_tf.experiments.omniglot_conv --work_dir=W --methods=nope",
+            "--methods: nope not of",
+        ),
+    ],
+)
+def test_a_command_that_cannot_rerun_is_refused_in_one_line(command, message):
+    with pytest.raises(commands.CommandError, match=re.escape(message)):
+        commands.builds(command)
+
+
+def test_a_removed_binding_or_a_quote_a_shell_strips_fails_the_build(stand_ins):
+    """What broke recorded commands before: a binding that is gone, and a gin string whose
+    quotes a shell removes (`X='mean'` reaches gin as `X=mean`)."""
+    for command in (
+        "viable-train --gin_file=sine/relviable.gin "
+        "--gin_param=VIABLE.task_loss_feature='mean' --model_dir=M",
+        "viable-train --gin_file=sine/relviable.gin "
+        "--gin_param=RelationLossNetwork.readout='set' --model_dir=M",
+    ):
+        (build,) = commands.builds(command)
+        with pytest.raises(config.ConfigError):
+            try:
+                config.parse(build.files, build.params)
+            finally:
+                gin.clear_config()
+
+
+def test_commands_are_written_as_a_person_types_them():
+    assert commands.quote("--gin_param=IMAGE_DIR='x y'") == "--gin_param=\"IMAGE_DIR='x y'\""
+    assert commands.quote("--methods=cavia") == "--methods=cavia"
+    words = ["viable-train", "--gin_param=X='a'", "--model_dir=M"]
+    assert commands.steps(commands.join(words)) == [words]
