@@ -10,8 +10,8 @@ Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-tra
 thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
 absolute-error inner loss (cavia_huber.gin, cavia_absolute.gin: its outer loss stays the
 MSE), and *_agreement.gin the learned losses with each point's gradient agreement. Each
-trained run is then tested on the 1,000 fixed test tasks of the protocol with m outliers in their support sets
-(the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
+trained run is then tested on the 1,000 fixed test tasks of the protocol with m outliers in
+their support sets (the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
 steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another seed
 (the test tasks stay the protocol's; runs under W/seed<N>/). `--noise_std S` makes the table
 of Gaussian noise on every support y instead (docs/method.md §8): each method trained clean (its
