@@ -7,18 +7,18 @@ the outliers (trained and tested on the K - m clean points).
         [--inner_steps 3] [--seed 1]
 
 Every run is gin/sine/<method>.gin + quick.gin + outliers.gin through viable-train (one
-thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an
-absolute-error inner loss (cavia_huber.gin, cavia_absolute.gin: its outer loss stays the
-MSE), and *_agreement.gin the learned losses with each point's gradient agreement. Each
-trained run is then tested on the 1,000 fixed test tasks of the protocol with m outliers in
-their support sets (the query grid stays clean). `--inner_steps S` trains and tests every learner with S inner
-steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another seed
-(the test tasks stay the protocol's; runs under W/seed<N>/). `--noise_std S` makes the table
-of Gaussian noise on every support y instead (docs/method.md §8): each method trained clean (its
-`_train_m0` run, shared with the outlier table) and with y + N(0, S^2), each tested at both,
-no oracle (no point is clean to keep). Rerun to resume: finished runs and tests are read
-back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md (with
---noise_std, W/table_s<S>.md).
+thread each, `jobs` at a time); the robust baselines are CAVIA with a Huber or an absolute-
+error inner loss (cavia_huber.gin, cavia_absolute.gin: its outer loss stays the MSE), and
+*_agreement.gin the learned losses with each point's gradient agreement. Each trained run is
+then tested on the 1,000 fixed test tasks of the protocol with m outliers in their support
+sets (the query grid stays clean). `--inner_steps S` trains and tests every learner with S
+inner steps instead of its config's (runs under W/steps<S>/), `--seed N` trains with another
+seed (the test tasks stay the protocol's; runs under W/seed<N>/). `--noise_std S` makes the
+table of Gaussian noise on every support y instead (docs/method.md §8): each method trained
+clean (its `_train_m0` run, shared with the outlier table) and with y + N(0, S^2), each
+tested at both, no oracle (no point is clean to keep). Rerun to resume: finished runs and
+tests are read back. Prints a Markdown table (test MSE, mean ± 95% CI) and writes W/table.md
+(with --noise_std, W/table_s<S>.md).
 """
 
 from __future__ import annotations
