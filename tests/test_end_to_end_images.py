@@ -395,7 +395,7 @@ def test_the_drivers_report_holds_every_finished_run_whichever_invocation_traine
     """Invocations with disjoint --methods run at once, one per core, and each rewrites
     W/results.md: each must write the whole table (and pick the run to serve among all),
     not only its own runs."""
-    from viable_tf.experiments import omniglot, omniglot_conv
+    from viable_tf.experiments import class_means, omniglot, omniglot_conv
 
     work_dir = str(tmp_path)
     _finished(work_dir, "protonet_5way5shot", 0.98, 0.97, sweep=range(1, 10))
@@ -415,7 +415,9 @@ def test_the_drivers_report_holds_every_finished_run_whichever_invocation_traine
     monkeypatch.setattr(omniglot, "train", train)
     monkeypatch.setattr(omniglot, "sweep", lambda *args, **kwargs: None)
     monkeypatch.setattr(omniglot_conv, "export", lambda *args: None)
-    monkeypatch.setattr(omniglot, "reference", lambda *args, **kwargs: {"mean": 0.5, "ci95": 0.01})
+    monkeypatch.setattr(
+        class_means, "reference", lambda *args, **kwargs: {"mean": 0.5, "ci95": 0.01}
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(
         "sys.argv",

@@ -14,10 +14,11 @@ import pytest
 from fake_leo import write_fake_leo
 from fake_omniglot import write_fake_omniglot
 
-from results import commands, render
+from results import commands
+from results import records as store
 from viable_tf import config
 
-RECORDS = render.RECORDS
+RECORDS = store.RECORDS
 
 
 def measured():
@@ -30,7 +31,7 @@ def measured():
                 with open(path) as f:
                     record = json.load(f)
                 if record.get("source") != "paper":
-                    found.append((os.path.relpath(path, render.REPO), record))
+                    found.append((os.path.relpath(path, store.REPO), record))
     return sorted(found, key=lambda item: item[0])
 
 

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from results import render
-from results.verdicts import GLANCE, VERDICTS
+from results import definitions, render, tables
+from results import records as store
+from results.definitions import GLANCE, VERDICTS
+from results.tables import Verdict, Verdicts
 
 
 @pytest.fixture(scope="module")
 def records():
-    return render.load()
+    return store.load()
 
 
 def test_every_record_is_well_formed_and_stored_under_its_own_keys(records):
@@ -66,12 +68,12 @@ def test_an_unknown_table_and_a_misfiled_record_are_refused(tmp_path):
     }
     (folder / "cavia.json").write_text(json.dumps(record))
     with pytest.raises(ValueError, match=r"expected sine/C5_K10_seed0/cavia\.json"):
-        render.load(str(tmp_path))
+        store.load(str(tmp_path))
     record["setting"] = "C1_K10_seed0"
     record.pop("commit")
     (folder / "cavia.json").write_text(json.dumps(record))
-    with pytest.raises(ValueError, match="commit must be a str"):
-        render.load(str(tmp_path))
+    with pytest.raises(ValueError, match="commit must be a non-empty str"):
+        store.load(str(tmp_path))
 
 
 def test_per_task_figures_must_give_the_recorded_mean_and_ci():
@@ -91,9 +93,9 @@ def test_per_task_figures_must_give_the_recorded_mean_and_ci():
         "date": "d",
         "machine": "m",
     }
-    assert render.check(record, os.path.join("b", "s", "m.json")) == []
+    assert store.check(record, os.path.join("b", "s", "m.json")) == []
     record["mean"] += 0.01
-    assert "is not its per_task mean" in render.check(record, os.path.join("b", "s", "m.json"))[0]
+    assert "is not its per_task mean" in store.check(record, os.path.join("b", "s", "m.json"))[0]
 
 
 def test_the_paired_difference_is_the_t_interval_of_the_task_by_task_differences():
@@ -102,63 +104,92 @@ def test_the_paired_difference_is_the_t_interval_of_the_task_by_task_differences
     b = a - 0.02 + rng.normal(0, 0.05, size=300)
     diff = a - b
     half = stats.t.ppf(0.975, 299) * diff.std(ddof=1) / np.sqrt(300)
-    text = render.paired(
+    text = tables.paired(
         {"per_task": a.tolist(), "metric": "accuracy", "method": "a"},
         {"per_task": b.tolist(), "metric": "accuracy", "method": "b"},
     )
     assert text == f"{100 * diff.mean():+.2f} ± {100 * half:.2f}"
-    assert render.paired({"metric": "accuracy"}, {"per_task": [1.0]}) is None
+    assert tables.paired({"metric": "accuracy"}, {"per_task": [1.0]}) is None
     with pytest.raises(ValueError, match="not on the same tasks"):
-        render.paired(
+        tables.paired(
             {"per_task": [1.0, 0.0], "metric": "mse", "method": "a"},
             {"per_task": [1.0], "metric": "mse", "method": "b"},
         )
 
 
 def test_cells_are_formatted_by_metric_and_the_best_of_a_column_is_bold(records):
-    assert render.figure({"metric": "accuracy", "mean": 0.8781, "ci95": 0.0064}) == "87.8 ± 0.6"
-    assert render.figure({"metric": "mse", "mean": 0.0348, "ci95": 0.0041}) == "0.035 ± 0.004"
-    assert render.figure({"metric": "mse", "mean": 0.0057}) == "0.0057"
-    table = render.TABLES["sine_by_context"].render(records)
+    assert tables.figure({"metric": "accuracy", "mean": 0.8781, "ci95": 0.0064}) == "87.8 ± 0.6"
+    assert tables.figure({"metric": "mse", "mean": 0.0348, "ci95": 0.0041}) == "0.035 ± 0.004"
+    assert tables.figure({"metric": "mse", "mean": 0.0057}) == "0.0057"
+    table = definitions.TABLES["sine_by_context"].render(records)
     row = next(line for line in table.splitlines() if line.startswith("| relVIABLE (tanh) |"))
     assert "**0.035 ± 0.004**" in row  # the lowest MSE at C = 5
-    assert table.splitlines()[-1].startswith("| *source* | records in results/records/")
+    page = "<!-- results:sine_by_context -->\n<!-- /results -->\n"
+    rendered = render.render_page(page, records, "docs/RESULTS.md")
+    assert "Rerun: `python -m results.rerun sine_by_context` (about " in rendered
+    assert "[sine](records.md#sine)" in rendered
 
 
-def test_every_verdict_names_records_that_exist(records):
+def test_every_verdict_names_records_that_exist_and_the_glance_is_eight_rows(records):
     for table in (VERDICTS, GLANCE):
         text = table.render(records)
-        assert text.count("\n") == len(table.rows) + 3
+        assert text.count("\n") == len(table.rows) + 2
+    assert len(GLANCE.rows) <= 8
+    for line in VERDICTS.render(records).splitlines()[2:]:
+        answer = line.rsplit("|", 2)[1].strip().strip("*")
+        assert answer in tables.ANSWERS + tables.CLAIM_ANSWERS, line
+
+
+def _record(method, mean, ci95, per_task=None, metric="accuracy"):
+    found = {"method": method, "label": method, "metric": metric, "mean": mean, "ci95": ci95}
+    return found if per_task is None else {**found, "per_task": per_task}
+
+
+def test_a_comparisons_answer_is_computed_from_its_figures():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.6, 0.9, size=400)
+    better, level = base + 0.02, base + rng.normal(0, 0.05, size=400)
+    for ours, expected in ((better, "helps"), (level, "no gain"), (base - 0.02, "hurts")):
+        a = _record("a", float(ours.mean()), 0.01, ours.tolist())
+        b = _record("b", float(base.mean()), 0.01, base.tolist())
+        assert tables.answer(a, b) == expected
+    # unpaired: the two CIs apart, or not; lower is better for an MSE
+    assert (
+        tables.answer(_record("a", 0.1, 0.01, metric="mse"), _record("b", 0.2, 0.01, metric="mse"))
+        == "helps"
+    )
+    assert tables.answer(_record("a", 0.19, 0.02), _record("b", 0.2, 0.02)) == "no gain"
+
+
+def test_a_long_cell_and_an_answer_outside_the_vocabulary_are_refused(records):
+    long = Verdicts([Verdict("x" * 121, "s", paper="")])
+    with pytest.raises(ValueError, match="a cell of 121 characters"):
+        long.render(records)
+    typed = Verdicts(
+        [
+            Verdict(
+                "q",
+                "s",
+                ("sine", "C5_K10_seed0", "cavia"),
+                ("sine", "C5_K10_seed0", "cavia"),
+                claim="yes",
+            )
+        ]
+    )
+    with pytest.raises(ValueError, match="answer 'yes' not in"):
+        typed.render(records)
+    with pytest.raises(ValueError, match="not in"):
+        Verdicts([Verdict("q", "s", claim="mostly")]).render(records)
 
 
 def test_the_jax_peers_rate_is_shown_once_or_before_and_after_a_suites_run():
-    assert render.peer_rate(3301) == "3,301"
-    assert render.peer_rate([2714, 3646]) == "2,714 before, 3,646 after"
-    assert render.peer_rate(None) == "not measured"
+    assert tables.peer_rate(3301) == "3,301"
+    assert tables.peer_rate([2714, 3646]) == "2,714 before, 3,646 after"
+    assert tables.peer_rate(None) == "not measured"
 
 
-def test_a_column_from_another_benchmark_counts_in_the_source_row():
-    def record(benchmark, commit):
-        return {
-            "benchmark": benchmark,
-            "setting": "5way1shot",
-            "method": "protonet",
-            "label": "Prototypical Network",
-            "metric": "accuracy",
-            "mean": 0.9,
-            "ci95": 0.01,
-            "commit": commit,
-            "date": "2026-11-27",
-            "machine": "a machine",
-        }
-
-    records = {
-        ("main", "5way1shot", "protonet"): record("main", "aaaaaaa"),
-        ("other", "5way1shot", "protonet"): record("other", "bbbbbbb"),
-    }
-    table = render.Table(
-        "main", [("5way1shot", "here")], ["protonet"], extra=[("there", "other", "5way1shot")]
-    )
-    lines = table.render(records).splitlines()
-    assert lines[2] == "| Prototypical Network | 90.0 ± 1.0 | 90.0 ± 1.0 |"
-    assert "commits aaaaaaa, bbbbbbb;" in lines[-1]
+def test_the_index_lists_every_record_with_its_command(records):
+    index = render.index_page(records)
+    for record in records.values():
+        assert record["_path"].split("records/", 1)[1] in index
+    assert "`viable-train --gin_file=sine/cavia.gin --gin_param=CONTEXT_DIM=1" in index

@@ -30,6 +30,7 @@ import sys
 import time
 
 from viable_tf.cli.common import UsageError, module_command, run_main
+from viable_tf.experiments import class_means
 from viable_tf.experiments.labels import LABELS  # the reports' names (omniglot.LABELS)
 from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
@@ -194,59 +195,6 @@ def export(
     )
 
 
-def reference(
-    work_dir: str,
-    setting: str,
-    test_episodes: int,
-    configs: str = CONFIGS,
-    data: Data = None,
-) -> dict:
-    """Nearest class mean on the runs' inputs (features or pixels), on the runs' own
-    test episodes (the task family CONFIGS/base.gin binds)."""
-    import gin
-
-    from viable_tf.cli.common import parse_gin
-    from viable_tf.config import evaluate_reference
-    from viable_tf.evaluation.classification import (
-        classification_test_evaluator,
-        nearest_mean_accuracy,
-    )
-
-    ways, shots = (int(n) for n in setting.removesuffix("shot").split("way"))
-    # The data and episodes exactly as the runs' configs set them (CONFIGS/base.gin).
-    parse_gin(
-        [f"{configs}/base.gin"],
-        [
-            *(data or features(work_dir)),
-            f"NUM_WAYS={ways}",
-            f"NUM_SHOTS={shots}",
-            f"classification_test_evaluator.num_episodes={test_episodes}",
-        ],
-    )
-    tasks = evaluate_reference(gin.get_bindings("Trainer", resolve_references=False)["tasks"])
-    result = nearest_mean_accuracy(classification_test_evaluator(tasks))
-    return {"mean": result.mean, "ci95": result.ci95, "num_tasks": result.num_tasks}
-
-
-def write_reference(
-    work_dir: str,
-    settings: tuple[str, ...],
-    test_episodes: int,
-    configs: str = CONFIGS,
-    data: Data = None,
-) -> dict:
-    """The drivers' `--reference_only`: the nearest class mean of every setting, printed
-    and written to W/reference.json, nothing trained."""
-    from viable_tf.training.experiment import write_json
-
-    found = {s: reference(work_dir, s, test_episodes, configs=configs, data=data) for s in settings}
-    os.makedirs(work_dir, exist_ok=True)
-    write_json(found, os.path.join(work_dir, "reference.json"))
-    for setting, result in found.items():
-        print(f"{setting}: nearest class mean {_cell(result)}%", flush=True)
-    return found
-
-
 def best_by_validation(runs: dict[str, dict], setting: str) -> str:
     """The run of `setting` with the best meta-validation accuracy (ties: the first)."""
     candidates = [name for name in runs if name.endswith(f"_{setting}")]
@@ -362,7 +310,13 @@ def _main() -> int:
     encoder = prepare_features(data_dir, args.work_dir, epochs=args.encoder_epochs, seed=0)
     print(f"encoder: {encoder['final_train_accuracy']:.3f} train accuracy, {encoder['seconds']} s")
     if args.reference_only:
-        write_reference(args.work_dir, settings, args.test_episodes)
+        class_means.write_reference(
+            args.work_dir,
+            settings,
+            args.test_episodes,
+            configs=CONFIGS,
+            data=features(args.work_dir),
+        )
         return 0
     params = run_params(args)
     from tqdm import tqdm
@@ -390,7 +344,11 @@ def _main() -> int:
                 f"{setting}: exported {run} (best validation accuracy {100 * accuracy:.1f}% "
                 f"of {len(methods)} methods) to {summary['runs'][run]['export']}"
             )
-    summary["reference"] = {s: reference(args.work_dir, s, args.test_episodes) for s in settings}
+    data = features(args.work_dir)
+    summary["reference"] = {
+        s: class_means.reference(s, args.test_episodes, configs=CONFIGS, data=data)
+        for s in settings
+    }
     summary.update(
         encoder=encoder,
         sweep_shots=list(SWEEP_SHOTS),

@@ -42,7 +42,7 @@ import sys
 import time
 
 from viable_tf.cli.common import UsageError, run_main
-from viable_tf.experiments import omniglot
+from viable_tf.experiments import class_means, omniglot
 from viable_tf.logs import add_verbosity_flag
 from viable_tf.run_dir import RunDir
 
@@ -201,7 +201,7 @@ def _main() -> int:
     images = data(args.data_dir)
     test_episodes = args.test_episodes or 1000  # conv.gin's
     if args.reference_only:
-        omniglot.write_reference(
+        class_means.write_reference(
             args.work_dir, settings, test_episodes, configs=CONFIGS, data=images
         )
         return 0
@@ -227,7 +227,7 @@ def _main() -> int:
     for setting, run in summary["served"].items():
         print(f"{setting}: serve {os.path.join(args.work_dir, 'export', run)}", flush=True)
     summary["reference"] = {
-        s: omniglot.reference(args.work_dir, s, test_episodes, configs=CONFIGS, data=images)
+        s: class_means.reference(s, test_episodes, configs=CONFIGS, data=images)
         for s in summary["settings"]
     }
     summary.update(

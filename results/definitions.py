@@ -1,0 +1,457 @@
+"""What the results pages hold: every table by name (TABLES), and the verdicts (VERDICTS,
+the README's GLANCE), as definitions over the records' keys. results/render.py writes
+them into the pages; results/tables.py says how each kind renders."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from results.tables import Paired, Table, Verdict, Verdicts
+
+#: What tells the two runs of one sine cell apart: the reproduction's run (benchmark sine)
+#: and its rerun with each test task's MSE for pairing (sine_paired).
+FIRST_RUNS = "method (the reproduction's runs)"
+RERUNS = "method (reruns, with per-task MSEs)"
+
+
+def _sine(rows, columns, extra=()):
+    return Table("sine", columns, rows, corner=FIRST_RUNS, best="min", extra=list(extra))
+
+
+SINE_ROWS = [
+    "maml",
+    "cavia",
+    "simviable_relu",
+    "simviable_tanh",
+    "relviable_relu",
+    "relviable_tanh",
+]
+PAPER_C5 = [("the paper, C = 5", "paper_sine", "C5_K10")]
+FROZEN_ROWS = [
+    "cavia",
+    "cavia_proto",
+    "cavia_cosine",
+    "simviable",
+    "simviable_proto",
+    "simviable_cosine",
+    "relviable_proto",
+    "attviable_proto",
+    "maml_proto",
+    "maml_simviable_proto",
+    "nearest_class_mean",
+]
+WAYS = [
+    ("5way1shot", "5-way 1-shot"),
+    ("5way5shot", "5-way 5-shot"),
+    ("20way1shot", "20-way 1-shot"),
+]
+#: The paper's comparators on the image protocol (method §10), with their row labels
+#: while they train.
+COMPARATORS = {
+    "metasgd_cavia": "Meta-SGD on CAVIA",
+    "metasgd_simviable": "simVIABLE at Meta-SGD's step",
+    "metasgd_maml": "Meta-SGD on MAML",
+    "matching": "Matching Networks",
+    "matching_tau": "Matching Networks, cosine / 0.1",
+    "matching_fce": "Matching Networks, full context embeddings",
+    "matching_fce_tau": "Matching Networks, full context embeddings, cosine / 0.1",
+    "r2d2": "R2-D2 (ridge head)",
+    "metaoptnet_svm": "MetaOptNet-SVM",
+}
+IMAGE_ROWS = [
+    "protonet",
+    "cavia",
+    "simviable",
+    "relviable",
+    "relviable_tanh64",
+    "maml",
+    "maml_simviable",
+    "simviable_residual",
+    "relviable_tanh64_residual",
+    "cavia_proto",
+    "simviable_proto",
+    "cavia_stepped",
+    "simviable_stepped_residual",
+    "relviable_stepped_residual",
+    *COMPARATORS,
+    "nearest_class_mean",
+]
+E2E = "omniglot_images"
+#: Sine runs of one commit with their per-task MSEs, for paired comparisons.
+SP = "sine_paired"
+#: The relation network's candidate options (lab/sine_candidates.py): method suffix, label.
+CANDIDATES = {
+    "": "",
+    "_set_readout": ", set-level readout",
+    "_loss_mean": ", task loss as the set's mean",
+    "_loss_both": ", task loss per point and the set's mean",
+}
+
+TABLES = {
+    "sine_by_context": _sine(
+        SINE_ROWS, [(f"C{c}_K10_seed0", f"C = {c}") for c in range(1, 6)], PAPER_C5
+    ),
+    "sine_by_support": _sine(
+        [
+            "cavia",
+            "simviable_relu",
+            "simviable_tanh",
+            "relviable_relu",
+            "relviable_tanh",
+            "relviable_tanh_loss_mean",
+        ],
+        [(f"vark_K{k}_seed0", f"K = {k}") for k in (0, 1, 2, 3, 4, 20)],
+        [("the paper", "paper_sine", "vark")],
+    ),
+    "sine_seeds": _sine(
+        [
+            *SINE_ROWS[1:],
+            "relviable_tanh_100k",
+            "attviable",
+            "maml_plain",
+            "maml_simviable",
+            "maml_relviable",
+        ],
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        PAPER_C5,
+    ),
+    "frozen_features": Table("omniglot_features", WAYS, FROZEN_ROWS, best="max"),
+    "leo": Table(
+        "omniglot_features_leo",
+        WAYS,
+        [
+            "leo",
+            "leo_simviable",
+            "leo_relviable",
+            "cavia_proto",
+            "maml_proto",
+            "nearest_class_mean",
+        ],
+        best="max",
+    ),
+    "images": Table(E2E, WAYS, IMAGE_ROWS, best="max"),
+    # The end-to-end protocol on its earlier data (LEO-format pickles of l2-normalised
+    # pixels) beside Omniglot read as an image folder (its form now): other episodes of
+    # the same protocol, so CIs, not pairs.
+    "image_folder_route": Table(
+        E2E,
+        [("5way1shot", "5-way 1-shot, l2-normalised pixels (earlier form)")],
+        ["protonet", "cavia"],
+        extra=[("5-way 1-shot, as an image folder", "omniglot_image_folder", "5way1shot")],
+    ),
+    "images_paired": Paired(
+        [
+            (E2E, "5way5shot", "simviable", "cavia"),
+            (E2E, "5way5shot", "relviable_tanh64", "cavia"),
+            (E2E, "5way5shot", "simviable_proto", "protonet"),
+            (E2E, "5way1shot", "maml_simviable", "maml"),
+            (E2E, "5way5shot", "maml_simviable", "maml"),
+            (E2E, "20way1shot", "maml_simviable", "maml"),
+            (E2E, "5way1shot", "simviable_proto", "cavia_proto"),
+            (E2E, "20way1shot", "relviable_tanh64_residual", "cavia"),
+            (E2E, "20way1shot", "simviable_residual", "cavia"),
+            (E2E, "20way1shot", "simviable_stepped_residual", "cavia_stepped"),
+            (E2E, "20way1shot", "relviable_stepped_residual", "cavia_stepped"),
+        ]
+    ),
+    "images_comparators_paired": Paired(
+        [
+            (E2E, setting, a, b)
+            for setting in ("5way1shot", "5way5shot", "20way1shot")
+            for a, b in (
+                ("r2d2", "protonet"),
+                ("metaoptnet_svm", "protonet"),
+                ("metaoptnet_svm", "r2d2"),
+                ("metaoptnet_svm_normalized", "metaoptnet_svm"),
+                ("matching", "protonet"),
+                ("matching_tau", "protonet"),
+                ("matching_fce", "matching"),
+                ("matching_fce", "protonet"),
+                ("matching_fce_tau", "matching_fce"),
+                ("matching_tau", "matching"),
+                ("matching_fce_tau", "matching_tau"),
+                ("matching_fce_tau", "protonet"),
+                ("r2d2", "matching_fce_tau"),
+                ("metasgd_cavia", "cavia"),
+                ("simviable", "metasgd_cavia"),
+                ("metasgd_simviable", "simviable"),
+                ("metasgd_simviable", "metasgd_cavia"),
+                ("relviable_tanh64_residual", "metasgd_cavia"),
+                ("metasgd_maml", "maml"),
+                ("maml_simviable", "metasgd_maml"),
+                ("metasgd_maml", "simviable"),
+                ("maml_simviable", "metaoptnet_svm"),
+                ("simviable", "metaoptnet_svm"),
+            )
+        ],
+        sparse=True,
+    ),
+    "sine_step_by_context": _sine(
+        ["maml", "metasgd_maml", "cavia", "metasgd_cavia", "relviable_tanh"],
+        [(f"C{c}_K10_seed0", f"C = {c}") for c in range(1, 6)],
+        PAPER_C5,
+    ),
+    "sine_step_by_support": _sine(
+        ["maml_plain", "metasgd_maml", "cavia", "metasgd_cavia", "relviable_tanh"],
+        [(f"vark_K{k}_seed0", f"K = {k}") for k in (0, 1, 2, 3, 4, 20)],
+        [("the paper", "paper_sine", "vark")],
+    ),
+    "sine_step": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        ["cavia", "metasgd_cavia", "maml", "metasgd_maml", "relviable_tanh", "metasgd_relviable"],
+        corner=RERUNS,
+        best="min",
+    ),
+    "sine_step_paired": Paired(
+        [
+            (SP, f"C5_K10_seed{s}", a, b)
+            for s in (0, 1, 2)
+            for a, b in (
+                ("metasgd_cavia", "cavia"),
+                ("relviable_tanh", "metasgd_cavia"),
+                ("metasgd_relviable", "relviable_tanh"),
+                ("metasgd_maml", "maml"),
+            )
+        ],
+    ),
+    "sine_candidates": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        [f"relviable_{act}{c}" for act in ("tanh", "relu") for c in CANDIDATES],
+        corner=RERUNS,
+        best="min",
+    ),
+    "sine_candidates_paired": Paired(
+        [
+            (SP, f"C5_K10_seed{s}", f"relviable_{act}{c}", f"relviable_{act}")
+            for act in ("tanh", "relu")
+            for c in list(CANDIDATES)[1:]
+            for s in (0, 1, 2)
+        ],
+    ),
+    "paper_classification": Table(
+        "paper_miniimagenet",
+        [("5way1shot", "5-way 1-shot"), ("5way5shot", "5-way 5-shot")],
+        ["matching", "maml", "metasgd_maml", "leo", "metaoptnet_svm", "relviable_tanh64"],
+        corner="the paper's table (Mini-ImageNet, LEO's features for Meta-SGD and LEO)",
+    ),
+    "sine_outliers": Table(
+        "sine_outliers",
+        [
+            ("m2_K10_steps1", "one inner step (the paper's)"),
+            ("m2_K10_steps1_oracle", "its oracle"),
+            ("m2_K10_steps3", "three inner steps"),
+            ("m2_K10_steps3_tested_clean", "three steps, tested clean"),
+        ],
+        [
+            "cavia",
+            "cavia_huber",
+            "relviable",
+            "attviable",
+            "relviable_agreement",
+            "attviable_agreement",
+        ],
+        corner="trained and tested with 2 outliers of 10",
+        best="min",
+    ),
+}
+
+
+S, IMG, FRZ, LEO = "sine", "omniglot_images", "omniglot_features", "omniglot_features_leo"
+SINE, STEP = "#sine-regression", "comparisons.md#meta-sgd-against-viable-on-sine"
+IMAGES, FROZEN = "#omniglot-images-end-to-end", "#omniglot-on-frozen-features"
+COMPARATORS_LINK = "comparisons.md#the-papers-comparators-on-omniglot-images-paired"
+SETTING_NAMES = {
+    "5way1shot": "5-way 1-shot",
+    "5way5shot": "5-way 5-shot",
+    "20way1shot": "20-way 1-shot",
+}
+
+
+def _at(link: str, name: str) -> str:
+    return f"[{name}]({link})"
+
+
+def _ways(question, ours, base, link=IMAGES, bench=IMG, settings=SETTING_NAMES, paper=None):
+    """One verdict row per image setting: `ours` and `base` method keys (or a dict of
+    them by setting, where the method differs by setting)."""
+    rows = []
+    for key, name in settings.items():
+        a = ours[key] if isinstance(ours, dict) else ours
+        b = base[key] if isinstance(base, dict) else base
+        rows.append(
+            Verdict(
+                question,
+                _at(link, name),
+                (bench, key, a),
+                (bench, key, b),
+                paper=(paper or {}).get(key, ""),
+            )
+        )
+    return rows
+
+
+def _seeds(question, ours, base, link=SINE, paper=""):
+    """One verdict row per training seed of the sine protocol's reruns (paired)."""
+    return [
+        Verdict(
+            question,
+            _at(link, f"seed {s}, rerun"),
+            (SP, f"C5_K10_seed{s}", ours),
+            (SP, f"C5_K10_seed{s}", base),
+            paper=paper,
+        )
+        for s in (0, 1, 2)
+    ]
+
+
+SEED0 = "C5_K10_seed0"
+STEP_ON_CAVIA = "Step or loss, on CAVIA: the loss against the step"
+RESIDUAL = "Images: the learned loss added to the task loss (beyond the paper)"
+VERDICTS = Verdicts(
+    [
+        *_seeds("Sine: does relVIABLE beat CAVIA?", "relviable_tanh", "cavia", paper="0.010"),
+        Verdict(
+            "Sine, the paper's size: relVIABLE's MSE 19x under CAVIA's",
+            _at(SINE, "seed 0"),
+            (S, SEED0, "relviable_tanh"),
+            (S, SEED0, "cavia"),
+            paper="19x lower",
+            claim="holds in kind, not in size",
+            ratio=True,
+        ),
+        Verdict(
+            "Sine: does simVIABLE beat CAVIA?",
+            _at(SINE, "seed 0"),
+            (S, SEED0, "simviable_tanh"),
+            (S, SEED0, "cavia"),
+            paper="0.160",
+        ),
+        Verdict(
+            "Sine, the paper's claim: relVIABLE at K = 4 beats CAVIA at K = 20",
+            _at(SINE, "K drawn from 0..20"),
+            (S, "vark_K4_seed0", "relviable_tanh"),
+            (S, "vark_K20_seed0", "cavia"),
+            paper="its Figure 3",
+            claim="does not hold",
+        ),
+        *_seeds(STEP_ON_CAVIA, "relviable_tanh", "metasgd_cavia", STEP),
+        *_ways(
+            STEP_ON_CAVIA,
+            "simviable",
+            "metasgd_cavia",
+            COMPARATORS_LINK,
+        ),
+        *_ways(
+            "Step or loss, on MAML: the loss against the step",
+            "maml_simviable",
+            "metasgd_maml",
+            COMPARATORS_LINK,
+        ),
+        *_seeds("Does the step (Meta-SGD) help CAVIA?", "metasgd_cavia", "cavia", STEP),
+        *_ways("Does the step (Meta-SGD) help CAVIA?", "metasgd_cavia", "cavia", COMPARATORS_LINK),
+        *_ways(
+            "Frozen features: does the learned loss help CAVIA?",
+            "simviable",
+            "cavia",
+            FROZEN,
+            FRZ,
+        ),
+        *_ways(
+            "Frozen features, prototype head: does the learned loss help?",
+            "simviable_proto",
+            "cavia_proto",
+            FROZEN,
+            FRZ,
+        ),
+        *_ways(
+            "VIABLE on LEO: the learned loss in LEO's latent steps",
+            "leo_relviable",
+            "leo",
+            "#leo-and-viable-on-leo",
+            LEO,
+        ),
+        *_ways("Images: does simVIABLE beat CAVIA?", "simviable", "cavia"),
+        *_ways(
+            "Images: does relVIABLE beat CAVIA?",
+            {
+                "5way1shot": "relviable",
+                "5way5shot": "relviable_tanh64",
+                "20way1shot": "relviable_tanh64",
+            },
+            "cavia",
+        ),
+        *_ways(
+            RESIDUAL,
+            "relviable_tanh64_residual",
+            "cavia",
+            settings={"20way1shot": "20-way 1-shot"},
+        ),
+        *_ways("Images: VIABLE on MAML against MAML (beyond the paper)", "maml_simviable", "maml"),
+        *_ways(
+            "Images: the best VIABLE against a Prototypical Network",
+            {
+                "5way1shot": "simviable_proto",
+                "5way5shot": "simviable_proto",
+                "20way1shot": "simviable_stepped_residual",
+            },
+            "protonet",
+        ),
+        *_ways(
+            "Images: VIABLE on MAML against MetaOptNet-SVM",
+            "maml_simviable",
+            "metaoptnet_svm",
+            COMPARATORS_LINK,
+        ),
+        *[
+            Verdict(
+                "Sine, 2 outliers of 10: a learned loss against a robust hand-made one",
+                _at("#corrupted-support-sets", name),
+                ("sine_outliers", setting, "attviable_agreement"),
+                ("sine_outliers", setting, "cavia_huber"),
+            )
+            for setting, name in (
+                ("m2_K10_steps1", "1 inner step"),
+                ("m2_K10_steps3", "3 inner steps"),
+            )
+        ],
+        Verdict(
+            "Mini-ImageNet, the paper's classification benchmark",
+            _at("#what-is-not-measured", "why"),
+            paper="70.2 (relVIABLE, 5-shot)",
+        ),
+    ]
+)
+
+
+def _from_repo_root(link: str) -> str:
+    """A link written for docs/RESULTS.md, rebased for a page at the repository's root: an
+    anchor of RESULTS.md itself, or any other page of docs/ named relative to it."""
+    return re.sub(r"\]\((#|(?![a-z]+:)[^)#]*)", _rebase, link)
+
+
+def _rebase(match: re.Match) -> str:
+    target = match.group(1)
+    return "](docs/" + ("RESULTS.md#" if target == "#" else target)
+
+
+def _glance(question: str, setting: str) -> Verdict:
+    row = next(r for r in VERDICTS.rows if r.question == question and setting in r.setting)
+    return dataclasses.replace(row, setting=_from_repo_root(row.setting))
+
+
+#: The README's glance: eight rows of the verdicts, linking into docs/.
+GLANCE = Verdicts(
+    [
+        _glance("Sine: does relVIABLE beat CAVIA?", "seed 0"),
+        _glance("Sine, the paper's size: relVIABLE's MSE 19x under CAVIA's", "seed 0"),
+        _glance("Step or loss, on CAVIA: the loss against the step", "5-way 1-shot"),
+        _glance("Step or loss, on MAML: the loss against the step", "5-way 1-shot"),
+        _glance("Images: does simVIABLE beat CAVIA?", "5-way 1-shot"),
+        _glance(RESIDUAL, "20-way 1-shot"),
+        _glance("Images: the best VIABLE against a Prototypical Network", "5-way 1-shot"),
+        _glance("Images: VIABLE on MAML against MetaOptNet-SVM", "5-way 1-shot"),
+    ]
+)
