@@ -219,9 +219,35 @@ def _parser() -> argparse.ArgumentParser:
         help="also send each episode over REST to this server (http://host:port), and "
         "report both protocols' accuracy",
     )
+    images = commands.add_parser(
+        "images",
+        help="classify a folder of query images by a folder of labelled support images "
+        "(SUPPORT/<class>/<image>), sent as PNG or JPEG files; print each query's class",
+    )
+    images.add_argument("--support", required=True, help="one folder per class of images")
+    images.add_argument("--query", required=True, help="the images to classify")
     commands.add_parser("status", help="the model's version statuses")
     commands.add_parser("metadata", help="the model's signatures")
     return parser
+
+
+def images_report(client: Client, args, spec: dict) -> str:
+    """`viable-client images`: the folders checked, one serving_png request, each query's
+    class. A folder that cannot make a request ends the command in one line, nothing sent."""
+    from serving import images_client
+
+    try:
+        names, asked, inputs = images_client.request(
+            args.support,
+            args.query,
+            lambda: images_client.model_ways(client.metadata(args.model_name, **spec)),
+        )
+    except images_client.ImagesError as error:
+        raise SystemExit(f"viable-client: {error}") from None
+    request = client.request(
+        inputs, model_name=args.model_name, signature_name=sig.SERVING_PNG, **spec
+    )
+    return images_client.report(names, asked, client.call(request), args.query)
 
 
 def main() -> None:
@@ -233,6 +259,8 @@ def main() -> None:
             print(json.dumps(client.status(args.model_name, **spec), indent=2))
         elif args.command == "metadata":
             print(json.dumps(client.metadata(args.model_name, **spec), indent=2))
+        elif args.command == "images":
+            print(images_report(client, args, spec))
         elif args.command == "omniglot":
             if args.num_episodes < 1:
                 raise SystemExit(

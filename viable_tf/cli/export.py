@@ -22,7 +22,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model_dir", required=True, help="a directory written by viable-train")
     parser.add_argument("--export_base", required=True, help="the model's base path for serving")
     parser.add_argument("--version", type=int, default=None, help="version number (default: next)")
-    parser.add_argument("--model_name", default="viable", help="model name in warm-up requests")
+    parser.add_argument(
+        "--model_name",
+        default=None,
+        help="the name it is served under, in its warm-up requests and the printed serve "
+        "command (default: the name of --export_base's folder)",
+    )
     return parser
 
 
@@ -36,6 +41,7 @@ def _main() -> int:
     from viable_tf.config import load_run
     from viable_tf.export import export_saved_model
 
+    model_name = args.model_name or os.path.basename(os.path.abspath(args.export_base))
     run = load_run(args.model_dir)
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
     with open(run.run_dir.operative_config) as f:
@@ -50,7 +56,7 @@ def _main() -> int:
         version=args.version,
         operative_config=config,
         metadata={"evaluation": results, "checkpoint_step": run.checkpoint_step},
-        model_name=args.model_name,
+        model_name=model_name,
         warmup_inputs=run.tasks.warmup_inputs if raw is None else None,
         featurizer=featurizer,
         input_shape=input_shape,
@@ -58,7 +64,7 @@ def _main() -> int:
     )
     print(f"exported {run.learner.method_name} to {path}")
     print(
-        f"serve it: {tool_command('viable-serve')} --model_name={args.model_name} "
+        f"serve it: {tool_command('viable-serve')} --model_name={model_name} "
         f"--model_base_path={os.path.abspath(args.export_base)}"
     )
     return 0

@@ -50,19 +50,36 @@ def _main() -> int:
 
     for line in reference_lines(record):
         print(line)
-    print(
-        f"Results: {os.path.join(model_dir, 'results.json')}\n"
-        "Next:\n"
-        f"  {tool_command('tensorboard')} --logdir {model_dir}\n"
-        f"  {tool_command('viable-eval')} --model_dir={model_dir} --num_support=4\n"
-        f"  {tool_command('viable-export')} --model_dir={model_dir} --export_base=EXPORT_DIR"
-    )
+    print(f"Results: {os.path.join(model_dir, 'results.json')}\nNext:")
+    for line in next_commands(model_dir, record):
+        print(f"  {line}")
+    return 0
+
+
+def next_commands(model_dir: str, record: dict) -> list[str]:
+    """What to run after a training: TensorBoard, a test at other support sizes (sine: K
+    points; a classifier: K shots), the export, and serving it."""
+    shots = "--num_support=4" if record["metric"] == "mse" else "--num_support=1,5"
+    lines = [
+        f"{tool_command('tensorboard')} --logdir {model_dir}",
+        f"{tool_command('viable-eval')} --model_dir={model_dir} {shots}",
+    ]
     if record["metric"] == "mse":
-        print(
-            f"  {tool_command('viable-train')} --gin_file=sine/relviable.gin "
+        lines.append(
+            f"{tool_command('viable-export')} --model_dir={model_dir} --export_base=EXPORT_DIR"
+        )
+        lines.append(
+            f"{tool_command('viable-train')} --gin_file=sine/relviable.gin "
             "--model_dir=runs/sine/relviable_full   # full length: 50,000 meta-updates"
         )
-    return 0
+        return lines
+    export = os.path.join(os.path.dirname(os.path.abspath(model_dir)), "export", "images")
+    return lines + [
+        f"{tool_command('viable-export')} --model_dir={model_dir} --export_base={export}",
+        f"{tool_command('viable-serve')} --model_name=images --model_base_path={export}",
+        f"{tool_command('viable-client')} --model_name=images images --support=SUPPORT "
+        "--query=QUERY   # SUPPORT/<class>/<image>: docs/images.md",
+    ]
 
 
 def main() -> None:
