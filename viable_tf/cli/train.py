@@ -74,7 +74,8 @@ def next_commands(model_dir: str, record: dict) -> list[str]:
         )
         return lines
     export = os.path.join(os.path.dirname(os.path.abspath(model_dir)), "export", "images")
-    return lines + [
+    return [
+        *lines,
         f"{tool_command('viable-export')} --model_dir={model_dir} --export_base={export}",
         f"{tool_command('viable-serve')} --model_name=images --model_base_path={export}",
         f"{tool_command('viable-client')} --model_name=images images --support=SUPPORT "
