@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from results.tables import Paired, Table, Verdict, Verdicts
+from results.tables import Costs, Paired, Table, Verdict, Verdicts
 
 #: What tells the two runs of one sine cell apart: the reproduction's run (benchmark sine)
 #: and its rerun with each test task's MSE for pairing (sine_paired).
@@ -140,6 +140,7 @@ TABLES = {
         ["protonet", "cavia"],
         extra=[("5-way 1-shot, as an image folder", "omniglot_image_folder", "5way1shot")],
     ),
+    "image_folder_costs": Costs("omniglot_image_folder", "5way1shot", ["protonet", "cavia"]),
     "images_paired": Paired(
         [
             (E2E, "5way5shot", "simviable", "cavia"),

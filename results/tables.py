@@ -267,6 +267,30 @@ class Verdicts:
         ]
 
 
+@dataclass
+class Costs:
+    """What a run of each method took: its accuracy, meta-updates to the patience rule's
+    stop, and training wall-clock, from one benchmark's records at one setting."""
+
+    benchmark: str
+    setting: str
+    rows: list[str]
+
+    def cells(self, records: dict) -> list[dict]:
+        return [records[(self.benchmark, self.setting, m)] for m in self.rows]
+
+    def render(self, records: dict) -> str:
+        lines = [
+            "| config | test accuracy | meta-updates | training on 2 cores | machine |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for r in self.cells(records):
+            hours = f"{r['wall_clock_seconds'] / 3600:.1f} h" if "wall_clock_seconds" in r else ""
+            cells = [f"`{r['config']}`", figure(r), f"{r['updates']:,}", hours, r["machine"]]
+            lines.append(checked_row(cells, self.benchmark))
+        return "\n".join(lines) + "\n"
+
+
 def peer_rate(rate: int | list[int] | None) -> str:
     """The JAX peer's rate as measured beside a suite's run: once, or before and after it."""
     if rate is None:
