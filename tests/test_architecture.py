@@ -101,17 +101,77 @@ def _learner_calls(name_of) -> list[str]:
     return found
 
 
-def test_learners_do_not_probe_types_or_attributes():
-    """A learner asks what it needs through declared attributes (`steps_context`,
-    `adapts_context`, `head.per_task`, ...), never by isinstance, hasattr or getattr."""
+def _learner_nodes(name_of) -> list[str]:
+    """'path:line name' of every node in viable_tf/learners/ that `name_of(node)` names."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(REPO, "viable_tf", "learners", "*.py"))):
+        for node in ast.walk(ast.parse(_read(path))):
+            if name := name_of(node):
+                found.append(f"{os.path.relpath(path, REPO)}:{node.lineno} {name}")
+    return found
 
-    def probe(call):
-        function = call.func
+
+def probe(node) -> str | None:
+    """What asks an object what it is instead of using what it declares: isinstance,
+    hasattr or getattr; a handler of AttributeError (a probe by try); a class's name
+    (`type(x).__name__`, `type(x) is C`, `x.__class__`)."""
+    if isinstance(node, ast.Call):
+        function = node.func
         if isinstance(function, ast.Name) and function.id in ("isinstance", "hasattr", "getattr"):
             return function.id
-        return None
+    if isinstance(node, ast.ExceptHandler) and node.type is not None:
+        caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+        if any(isinstance(t, ast.Name) and t.id == "AttributeError" for t in caught):
+            return "except AttributeError"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
+        return "type()"  # a class's identity or name: type(x).__name__, type(x) is C
+    if isinstance(node, ast.Attribute) and node.attr == "__class__":
+        return node.attr
+    return None
 
-    assert not (probes := _learner_calls(probe)), probes
+
+def test_learners_do_not_probe_types_or_attributes():
+    """A learner asks what it needs through what its parts declare (`capabilities`,
+    `head.per_task`, a network's `penultimate_dim`, a feature part's `role`), never by
+    isinstance, hasattr or getattr, a try on AttributeError or a class's name. A
+    constructor argument of the wrong type is refused at the boundary by
+    `configurable.expect`."""
+    assert not (probes := _learner_nodes(probe)), probes
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "try:\n    w = net.penultimate_dim\nexcept AttributeError:\n    w = None",
+        "try:\n    f()\nexcept (KeyError, AttributeError):\n    pass",
+        "kinds = [type(p).__name__ for p in parts]",
+        "same = part.__class__ is Outputs",
+        "isinstance(head, Head)",
+        "getattr(learner, 'head', None)",
+    ],
+)
+def test_every_probe_form_is_caught(source):
+    assert any(probe(node) for node in ast.walk(ast.parse(source)))
+
+
+def test_every_learner_shows_every_argument_in_its_signature():
+    """No `**kwargs` in a learner a user builds: its signature is what it takes (the mixin
+    that adds the learned loss passes its base's arguments on, and each learner made with
+    it names them all)."""
+    import inspect
+
+    import viable_tf.learners as learners
+    from viable_tf.learners.base import Learner
+
+    concrete = [
+        cls
+        for cls in vars(learners).values()
+        if inspect.isclass(cls) and issubclass(cls, Learner) and not inspect.isabstract(cls)
+    ]
+    assert len(concrete) >= 6
+    for cls in concrete:
+        kinds = [p.kind for p in inspect.signature(cls.__init__).parameters.values()]
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, cls.__name__
 
 
 def test_learners_call_no_method_past_the_mro():
@@ -238,7 +298,9 @@ def test_the_architecture_pages_examples_of_a_new_learner_and_head_work():
     import tensorflow as tf
 
     from viable_tf.configurable import keras_configurable
-    from viable_tf.learners import CAVIA, AdaptedState, Head, Learner
+    from viable_tf.learners import CAVIA, AdaptedState, Head, LinearHead
+    from viable_tf.learners.base import Capabilities
+    from viable_tf.learners.gradient import GradientLearner
     from viable_tf.networks import PredictionNetwork
     from viable_tf.tasks import SineTasks, seed_for
 
@@ -248,7 +310,9 @@ def test_the_architecture_pages_examples_of_a_new_learner_and_head_work():
         keras_configurable=keras_configurable,
         AdaptedState=AdaptedState,
         Head=Head,
-        Learner=Learner,
+        GradientLearner=GradientLearner,
+        LinearHead=LinearHead,
+        Capabilities=Capabilities,
         PredictionNetwork=PredictionNetwork,
     )
     with gin.unlock_config():

@@ -298,8 +298,15 @@ def test_meta_sgd_refuses_what_it_cannot_step():
             head=PrototypeHead(),
             learned_inner_lr=True,
         )
-    with pytest.raises(ValueError, match="Meta-SGD"):
+    # LEO's latent and fine-tuning steps keep their own rates: it takes no such argument,
+    # and a config binding one is refused as it is parsed.
+    with pytest.raises(TypeError, match="learned_inner_lr"):
         LEO(input_dim=4, output_dim=3, task_loss="cross_entropy", learned_inner_lr=True)
+    import gin
+
+    with pytest.raises(ValueError, match="learned_inner_lr"):
+        gin.parse_config("LEO.learned_inner_lr = True")
+    gin.clear_config()
 
 
 # -- every comparator in the learner contract, exported and served -------------------------

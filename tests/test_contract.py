@@ -236,12 +236,15 @@ def test_the_learner_contract(name):
 
 
 def _built_combinations(learner) -> tuple[str, str, str | None, bool]:
+    """(learner, head, loss network, Meta-SGD); LEO has no head and no Meta-SGD of its own
+    (a gradient learner's), 'none' and False."""
     loss_network = getattr(learner, "loss_network", None)
+    head = getattr(learner, "head", None)
     return (
         type(learner).__name__,
-        type(learner.head).__name__,
+        "none" if head is None else type(head).__name__,
         None if loss_network is None else type(loss_network).__name__,
-        learner.learned_inner_lr,
+        getattr(learner, "learned_inner_lr", False),
     )
 
 
@@ -272,6 +275,8 @@ def _configured_combinations() -> set[tuple[str, str, str | None, bool]]:
                 return default
 
         head = _reference_name(bound("head")) or "LinearHead"
+        if learner in ("LEO", "LEOVIABLE"):
+            head = "none"  # LEO decodes its classifier; it takes no head
         loss_network = _reference_name(bound("loss_network"))
         if loss_network is None and learner in ("VIABLE", "MAMLVIABLE", "LEOVIABLE"):
             loss_network = "RelationLossNetwork"  # their default

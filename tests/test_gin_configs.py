@@ -31,6 +31,18 @@ def test_the_expected_configs_exist():
         assert {f"{method}.gin", f"{method}_vark.gin"} <= names
 
 
+#: The options results pages show as rows of their own, by config suffix: the HParams
+#: column that says so, and its value.
+VARIANTS = {
+    "_huber": ("inner_task_loss", "huber"),
+    "_absolute": ("inner_task_loss", "absolute_error"),
+    "_agreement": ("gradient_agreement", True),
+    "_loss_mean": ("task_loss_feature", "mean"),
+    "_loss_both": ("task_loss_feature", "both"),
+    "_set_readout": ("readout", "set"),
+}
+
+
 @pytest.mark.parametrize("config", METHOD_CONFIGS)
 def test_config_parses_defines_macros_and_builds(config, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
@@ -39,6 +51,11 @@ def test_config_parses_defines_macros_and_builds(config, tmp_path, monkeypatch):
         gin.query_parameter(f"%{macro}")  # raises if undefined
     trainer = Trainer(model_dir=str(tmp_path))
     name = os.path.basename(config).removesuffix(".gin")
+    # A variant's config sets one option of its method's: the hparams say which.
+    for suffix, (hparam, value) in VARIANTS.items():
+        if name.endswith(suffix):
+            assert trainer.learner.hparams()[hparam] == value
+            name = name.removesuffix(suffix)
     activation = name.rsplit("_", 1)[-1] if name.endswith(("_relu", "_tanh")) else None
     expected = name.removesuffix(f"_{activation}").removesuffix("_vark")
     assert trainer.learner.method_name == expected

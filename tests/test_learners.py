@@ -53,7 +53,7 @@ def test_shapes(make_learner):
     assert isinstance(state, AdaptedState)
     assert all(s.shape[0] == 6 for s in tf.nest.flatten(state))
     # The parts by name: CAVIA and VIABLE adapt phi alone, MAML the network's weights.
-    if learner.adapts_context:
+    if learner.capabilities.adapts_context:
         assert state.context.shape == (6, learner.context_dim) and not state.weights
     else:
         assert len(state.weights) == len(learner.network.params) and state.context is None

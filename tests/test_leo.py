@@ -20,7 +20,8 @@ from serving.server import ServerOptions
 from viable_tf.cli.common import parse_gin
 from viable_tf.export import export_saved_model
 from viable_tf.learners import LEO, LEOVIABLE, Residual
-from viable_tf.learners.leo import _Noise, batch_seed
+from viable_tf.learners.leo_noise import Noise as _Noise
+from viable_tf.learners.leo_noise import batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
 from viable_tf.training import (

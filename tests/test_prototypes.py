@@ -157,8 +157,8 @@ def test_the_inner_loop_adapts_what_the_learner_adapts(name):
     if "maml" in name:  # every weight, the head included
         assert all(moved)
     else:  # CAVIA and VIABLE: phi only; the head as initialised from phi_0
-        assert moved == [True, False, False] and not learner.adapts_context
-        assert learner.adapted_parts == ("context",)
+        assert moved == [True, False, False] and not learner.capabilities.adapts_context
+        assert learner.capabilities.adapted_parts == ("context",)
 
 
 @pytest.mark.parametrize("name", ["cavia", "simviable"])
@@ -167,7 +167,10 @@ def test_adapt_head_steps_the_class_means_with_phi(name):
     by the same rate, each by the inner loss's own gradient; the step is the one a hand
     step gives."""
     learner = _learner(name, num_inner_steps=1, adapt_head=True)
-    assert learner.adapted_parts == ("context", "head") and learner.hparams()["adapt_head"]
+    assert (
+        learner.capabilities.adapted_parts == ("context", "head")
+        and learner.hparams()["adapt_head"]
+    )
     batch = _episodes()
     support = (batch.support_x, batch.support_y, batch.support_mask)
     assert_one_inner_step_is_a_hand_step(learner, support, every_part_moves=True)
@@ -428,7 +431,7 @@ def test_a_learned_head_temperature_divides_the_logits_and_is_meta_learned():
     )
     with tf.GradientTape() as tape:
         loss, _ = warm.meta_loss(batch)
-    (grad,) = tape.gradient(loss, [warm.head.temperature])
+    (grad,) = tape.gradient(loss, [warm.head.log_temperature])
     assert grad is not None and float(grad) != 0.0
     # A softer softmax: the support loss is no longer saturated near 0 at the start.
     _, losses = warm.adapt(*batch[:3], return_inner_losses=True)
@@ -461,7 +464,11 @@ def test_a_head_is_an_object_that_checks_the_task_loss():
     with pytest.raises(ValueError, match=r"PrototypeHead\.temperature must be > 0"):
         PrototypeHead(temperature=0.0)
     plain = CAVIA(input_dim=1, output_dim=1)
-    assert plain.head.name == "linear" and plain.adapts_context and plain.every_class_reason is None
+    assert (
+        plain.head.name == "linear"
+        and plain.capabilities.adapts_context
+        and plain.capabilities.every_class_reason is None
+    )
     assert CAVIA(input_dim=1, output_dim=1, head=LinearHead()).head.name == "linear"
 
 

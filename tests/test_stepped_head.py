@@ -65,7 +65,10 @@ def test_without_adapt_head_it_is_a_shared_linear_output_layer_held_per_task():
     inner loop; the logits are the features at the adapted phi times that layer."""
     learner = _learner()
     head = learner.head
-    assert learner.adapted_parts == ("context",) and not learner.adapts_context
+    assert (
+        learner.capabilities.adapted_parts == ("context",)
+        and not learner.capabilities.adapts_context
+    )
     assert head.kernel.shape == (24, N) and head.bias.shape == (N,)
     batch = _episodes()
     state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
@@ -94,7 +97,7 @@ def test_adapt_head_steps_each_tasks_copy_and_the_shared_start_gets_a_meta_gradi
     meta-gradient reaches the shared start through them."""
     kwargs = {"loss_network": lambda: SimpleLossNetwork(hidden_units=(16,))}
     learner = _learner(adapt_head=True, learner=learner, **(kwargs if learner is VIABLE else {}))
-    assert learner.adapted_parts == ("context", "head")
+    assert learner.capabilities.adapted_parts == ("context", "head")
     batch = _episodes()
     support = (batch.support_x, batch.support_y, batch.support_mask)
     adapted = assert_one_inner_step_is_a_hand_step(learner, support, every_part_moves=True)

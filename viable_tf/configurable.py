@@ -32,3 +32,11 @@ def keras_configurable(cls: type) -> type:
     cls = gin.configurable(cls, allowlist=sorted(named))
     cls.__init__.__signature__ = signature
     return cls
+
+
+def expect(value: object, kind: type, refusal: str) -> None:
+    """Refuses with `refusal` (ValueError, one line) a constructor argument that is not of
+    its declared type (a config binding `head='prototypes'` where a Head object is meant):
+    the boundary's check of what was given, not a probe of what a learner can do."""
+    if not isinstance(value, kind):
+        raise ValueError(refusal)

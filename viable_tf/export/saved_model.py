@@ -98,7 +98,7 @@ class AdaptThenPredict(tf.Module):
         self.classification = learner.is_classifier
         self.input_shape = tuple(input_shape or (learner.input_dim,))  # one raw input
         # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
-        self.has_context = learner.adapts_context
+        self.has_context = learner.capabilities.adapts_context
         x_shape = [None, None, *self.input_shape]
         if self.classification:
             label = tf.TensorSpec([None, None], tf.int32, name=sig.SUPPORT_Y)
@@ -121,7 +121,7 @@ class AdaptThenPredict(tf.Module):
             self.classification and len(self.input_shape) == 3 and self.input_shape[-1] in (1, 3)
         )
         # Why each task's support set must hold every class (None: it need not).
-        self.every_class_reason = learner.every_class_reason or (
+        self.every_class_reason = learner.capabilities.every_class_reason or (
             sig.IMAGE_CLASSES_REASON if self.takes_png else None
         )
         if self.takes_png:
@@ -340,7 +340,7 @@ def export_saved_model(
             "input_dim": learner.input_dim,
             "output_dim": learner.output_dim,
             "context_dim": learner.context_dim,
-            "head": learner.head.name,
+            "head": learner.hparams()["head"],
             "every_class": module.every_class_reason,
             "signatures": sorted(module.signatures()),
             **(metadata or {}),

@@ -18,22 +18,22 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.learners.base import AdaptedState, Learner
+from viable_tf.learners.base import AdaptedState, Capabilities
+from viable_tf.learners.gradient import GradientLearner
 from viable_tf.learners.heads import Head, build_network, make_head
 from viable_tf.networks.prediction import PredictionNetwork
 
 
 @keras_configurable
-class CAVIA(Learner):
+class CAVIA(GradientLearner):
     """CAVIA: the shared weights theta are meta-learned; phi [B, C] is adapted per task.
 
-    `head` is a Head (learners/heads.py; None: the network's own output layer).
+    `head` is a Head (learners/heads.py; None: the network's own output layer);
+    `inner_task_loss` a robust loss in the inner loop's place of the task loss
+    (task_losses.INNER_LOSSES); `learned_inner_lr` Meta-SGD's step size per context number.
     """
 
     base_name = "cavia"
-    adapts_context = True
-    steps_context = True
-    adapted_parts = ("context",)  # a per-task head stays as the support set made it
 
     def __init__(
         self,
@@ -45,10 +45,11 @@ class CAVIA(Learner):
         inner_lr: float = 1.0,
         first_order: bool = False,
         task_loss: str = "mse",
+        inner_task_loss: str | None = None,
+        learned_inner_lr: bool = False,
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
         head: Head | None = None,
         adapt_head: bool = False,
-        **kwargs,
     ) -> None:
         super().__init__(
             input_dim=input_dim,
@@ -57,29 +58,34 @@ class CAVIA(Learner):
             inner_lr=inner_lr,
             first_order=first_order,
             task_loss=task_loss,
-            **kwargs,
+            inner_task_loss=inner_task_loss,
+            learned_inner_lr=learned_inner_lr,
+            head=make_head(head, task_loss),
         )
         if context_dim < 1:
             raise ValueError(f"CAVIA needs context_dim >= 1, got {context_dim}")
         self.context_dim = context_dim  # C
-        self.head = make_head(head, task_loss)
         self.head.build(self)  # its weights before the network's, as they always were
         # f_{phi, theta}; under a per-task head g_{phi, theta}, the features under it.
         self.network = build_network(self, network, self.head)
-        self.adapts_context = not self.head.per_task  # else the state holds the head too
         if adapt_head and not self.head.per_task:
             raise ValueError(
                 "adapt_head=True steps a per-task head (PrototypeHead, SteppedLinearHead); "
                 "the linear head's weights are shared, not adapted"
             )
         self.adapt_head = adapt_head
-        if adapt_head:
-            self.adapted_parts = ("context", "head")
-            if self.learned_inner_lr:
-                raise ValueError(
-                    "learned_inner_lr=True (Meta-SGD) learns a step size per context number; "
-                    "with adapt_head=True the stepped head would need its own: not supported"
-                )
+        self.capabilities = Capabilities(
+            adapts_context=not self.head.per_task,  # else the state holds the head too
+            steps_context=True,
+            # A per-task head stays as the support set made it, unless adapt_head.
+            adapted_parts=("context", "head") if adapt_head else ("context",),
+            every_class_reason=self.head.every_class_reason,
+        )
+        if adapt_head and self.learned_inner_lr:
+            raise ValueError(
+                "learned_inner_lr=True (Meta-SGD) learns a step size per context number; "
+                "with adapt_head=True the stepped head would need its own: not supported"
+            )
         self.build_inner_lrs([(self.context_dim,)])  # Meta-SGD: alpha [C]
 
     def initial_state(self, batch_size: tf.Tensor) -> AdaptedState:

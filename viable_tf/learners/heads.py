@@ -32,6 +32,7 @@ import gin
 import keras
 import tensorflow as tf
 
+from viable_tf.configurable import expect
 from viable_tf.learners import prototypes
 
 
@@ -143,10 +144,10 @@ class PrototypeHead(Head):
     ) -> None:
         if not temperature > 0:
             raise ValueError(f"PrototypeHead.temperature must be > 0, got {temperature}")
-        self.initial_temperature = float(temperature)
+        self.temperature = float(temperature)  # tau, or log tau's start where it is learned
         self.learn_temperature = learn_temperature
         self.prototype = prototypes.check_prototype(prototype)
-        self.temperature = self.initial_temperature  # log tau, a weight, once built
+        self.log_temperature: tf.Variable | None = None  # log tau, where it is learned
 
     def check(self, task_loss: str) -> None:
         if task_loss != "cross_entropy":
@@ -157,11 +158,11 @@ class PrototypeHead(Head):
 
     def build(self, learner) -> None:
         if self.learn_temperature:
-            self.temperature = learner_weight(
+            self.log_temperature = learner_weight(
                 learner,
                 "temperature",  # the learner's attribute before heads were objects
                 shape=(),
-                initializer=keras.initializers.Constant(math.log(self.initial_temperature)),
+                initializer=keras.initializers.Constant(math.log(self.temperature)),
                 name="log_head_temperature",
             )
 
@@ -180,7 +181,7 @@ class PrototypeHead(Head):
         """The logits' divisor: exp of the learned log tau, the fixed temperature, or None
         at the plain class-mean logits (1)."""
         if self.learn_temperature:
-            return tf.exp(self.temperature)
+            return tf.exp(self.log_temperature)
         return None if self.temperature == 1.0 else self.temperature
 
     def apply(self, outputs, state):
@@ -230,16 +231,15 @@ class SteppedLinearHead(Head):
 
 
 def make_head(head: Head | None, task_loss: str) -> Head:
-    """A learner's head: `head` (None: the network's own output layer, `LinearHead`),
-    checked against the task loss."""
+    """A learner's own head: `head` (None: a new `LinearHead`, the network's own output
+    layer), checked against the task loss."""
     head = LinearHead() if head is None else head
-    try:
-        check = head.check
-    except AttributeError:
-        raise ValueError(
-            f"head must be a Head (learners/heads.py), such as PrototypeHead(); got {head!r}"
-        ) from None
-    check(task_loss)
+    expect(
+        head,
+        Head,
+        f"head must be a Head (learners/heads.py), such as PrototypeHead(); got {head!r}",
+    )
+    head.check(task_loss)
     return head
 
 

@@ -54,68 +54,21 @@ import tensorflow as tf
 from viable_tf import ops
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import prototypes
-from viable_tf.learners.base import AdaptedState, Learner
+from viable_tf.learners.base import AdaptedState, Capabilities, Learner
+from viable_tf.learners.gradient import gradient_step
+from viable_tf.learners.leo_noise import Noise, batch_seed
 from viable_tf.learners.prototypes import EMPTY_CLASS_BIAS
-from viable_tf.ops import RNG_ALG, masked_mean, real_labels
-from viable_tf.ops import uniform as stateless_uniform
+from viable_tf.ops import masked_mean, real_labels
 from viable_tf.tasks.base import TaskBatch
 
 #: sigma(s) = max(exp(s) - 1 + offset, MIN_STDDEV), as the public code.
 MIN_STDDEV = 1e-10
-_PRIME = 65521  # the largest prime below 2^16: keeps the seed's sums inside int64
-
-
-def batch_seed(batch: TaskBatch) -> tf.Tensor:
-    """A stateless seed [2] that is a pure function of a meta-batch's real points: the
-    same for the same tasks (whatever the padding holds), another for other tasks."""
-
-    def digest(x: tf.Tensor, labels: tf.Tensor | None, mask: tf.Tensor | None) -> tf.Tensor:
-        bits = tf.bitwise.bitwise_and(tf.bitcast(x, tf.int32), 0x7FFFFFFF) % _PRIME
-        position = tf.range(tf.shape(x)[-1], dtype=tf.int64) % _PRIME + 1
-        point = tf.reduce_sum(tf.cast(bits, tf.int64) * position, axis=-1) % _PRIME  # [B, P]
-        if labels is not None:
-            point = point * (tf.cast(labels, tf.int64) % _PRIME + 1)
-        if mask is not None:
-            point = tf.where(mask, point, tf.zeros_like(point))
-        return tf.reduce_sum(point)
-
-    support = digest(batch.support_x, batch.support_y, batch.support_mask)
-    return tf.stack([support, digest(batch.query_x, None, None)])
 
 
 def summed(per_task_mean: tf.Tensor, support_mask: tf.Tensor) -> tf.Tensor:
     """A per-task mean over the real support points [B] as their sum: LEO's inner loss
     is summed (see `LEO.inner_loss`), the shared losses are means."""
     return per_task_mean * tf.reduce_sum(tf.cast(support_mask, tf.float32), axis=1)
-
-
-class _Noise:
-    """The training noise of one meta-update: an independent seed for every draw."""
-
-    def __init__(self, seed: tf.Tensor) -> None:
-        self.seed = seed
-        self.draws = 0
-
-    def next_seed(self) -> tf.Tensor:
-        self.draws += 1
-        return tf.random.experimental.stateless_fold_in(self.seed, self.draws, alg=RNG_ALG)
-
-    def normal(self, shape) -> tf.Tensor:
-        """Standard normal draws by Box-Muller from `ops.uniform` (TensorFlow's own
-        stateless normal draws other numbers under XLA, even with Philox)."""
-        radius = tf.sqrt(-2.0 * tf.math.log(1.0 - stateless_uniform(shape, self.next_seed())))
-        return radius * tf.cos(2.0 * math.pi * stateless_uniform(shape, self.next_seed()))
-
-    def dropout(self, x: tf.Tensor, rate: float) -> tf.Tensor:
-        if rate == 0.0:
-            return x
-        # Drawn point-major ([K, B, ...] for x [B, K, ...]): the padding points that end
-        # one task's support set take draws after every task's real points, which keep
-        # theirs (a batch padded otherwise gets the same training noise).
-        perm = [1, 0, *range(2, x.shape.rank)]
-        draws = stateless_uniform(tf.gather(tf.shape(x), perm), self.next_seed())
-        keep = tf.transpose(draws, perm) >= rate
-        return tf.where(keep, x / (1.0 - rate), tf.zeros_like(x))
 
 
 def _check(name: str, value, low, *, inclusive: bool = True) -> None:
@@ -130,7 +83,6 @@ class LEO(Learner):
     bias [B, N]) (0 for a class with support points, EMPTY_CLASS_BIAS for one without)."""
 
     base_name = "leo"
-    every_class_reason = "this model decodes each class's weights from its support points"
 
     def __init__(
         self,
@@ -149,7 +101,6 @@ class LEO(Learner):
         orthogonality_penalty_weight: float = 1e-3,
         first_order: bool = False,
         task_loss: str = "cross_entropy",
-        **kwargs,
     ) -> None:
         _check("num_latents", num_latents, 1)
         _check("num_latent_steps", num_latent_steps, 0)
@@ -169,20 +120,18 @@ class LEO(Learner):
             raise ValueError(
                 f"LEO is a classifier: task_loss must be 'cross_entropy', got {task_loss!r}"
             )
-        super().__init__(
-            input_dim=input_dim,
-            output_dim=output_dim,
-            num_inner_steps=num_latent_steps + num_finetuning_steps,
-            inner_lr=inner_lr,
-            first_order=first_order,
-            task_loss=task_loss,
-            **kwargs,
+        super().__init__(input_dim=input_dim, output_dim=output_dim, task_loss=task_loss)
+        _check("inner_lr", inner_lr, 0, inclusive=False)
+        self.capabilities = Capabilities(
+            adapted_parts=("head",),  # the decoded classifier, from latent codes
+            every_class_reason="this model decodes each class's weights from its support points",
         )
-        if self.learned_inner_lr:
-            raise ValueError(
-                "learned_inner_lr=True (Meta-SGD) is for CAVIA, MAML and VIABLE on them; "
-                "LEO's latent and fine-tuning steps keep their own rates"
-            )
+        self.num_inner_steps = num_latent_steps + num_finetuning_steps  # S, both kinds
+        self.inner_lr = float(inner_lr)  # alpha_z's start
+        self.first_order = first_order
+        # The per-point loss its inner loops sum: the task loss (what a residual learned
+        # loss adds to, loss_features.Residual).
+        self.inner_task_loss = self.task_loss
         self.num_latents = num_latents  # L
         self.num_latent_steps = num_latent_steps
         self.num_finetuning_steps = num_finetuning_steps
@@ -227,7 +176,19 @@ class LEO(Learner):
 
     def hparams(self) -> dict[str, str | int | float | bool]:
         return {
-            **super().hparams(),
+            # The columns every learner's results share, at LEO's values: no context,
+            # no prediction network of its own ('custom'), no head but its decoded
+            # classifier ('linear'), its inner loss the task loss (summed).
+            "method": self.method_name,
+            "context_dim": 0,
+            "inner_steps": self.num_inner_steps,
+            "inner_lr": self.inner_lr,
+            "first_order": self.first_order,
+            "init": "custom",
+            "activation": "none",
+            "head": "linear",
+            "inner_task_loss": self.task_loss_name,
+            "prototype": "mean",
             "num_latents": self.num_latents,
             "latent_steps": self.num_latent_steps,
             "finetuning_steps": self.num_finetuning_steps,
@@ -241,7 +202,7 @@ class LEO(Learner):
 
     # -- the model -----------------------------------------------------------------
 
-    def _dropout(self, x: tf.Tensor, noise: _Noise | None) -> tf.Tensor:
+    def _dropout(self, x: tf.Tensor, noise: Noise | None) -> tf.Tensor:
         return x if noise is None else noise.dropout(x, self.dropout_rate)
 
     def relation(self, codes: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -256,7 +217,7 @@ class LEO(Learner):
         pair_mask = tf.logical_and(mask[:, :, None], mask[:, None, :])  # [B, K, K]
         return masked_mean(pairs, pair_mask[..., None], axis=2)
 
-    def encode(self, support_x, support_y, support_mask, noise: _Noise | None = None):
+    def encode(self, support_x, support_y, support_mask, noise: Noise | None = None):
         """The support set -> (the codes' Gaussian per class: mean, s [B, N, L]; real
         points per class [B, N]); with dropout on the inputs under training `noise`."""
         x = tf.where(support_mask[..., None], support_x, tf.zeros_like(support_x))
@@ -269,7 +230,7 @@ class LEO(Learner):
         mean, s = tf.split(params, 2, axis=-1)
         return mean, s, counts
 
-    def _sample(self, mean, s, offset: float, noise: _Noise | None):
+    def _sample(self, mean, s, offset: float, noise: Noise | None):
         """z ~ N(mean, sigma(s)) under training `noise`, else the mean; and log q(z) - log
         N(z; 0, 1) elementwise (zero when not sampled)."""
         if noise is None:
@@ -280,7 +241,7 @@ class LEO(Learner):
         log_ratio = -tf.math.log(stddev) - 0.5 * tf.square(eps) + 0.5 * tf.square(z)
         return z, log_ratio
 
-    def decode(self, latents: tf.Tensor, noise: _Noise | None = None) -> tf.Tensor:
+    def decode(self, latents: tf.Tensor, noise: Noise | None = None) -> tf.Tensor:
         """Codes [B, N, L] -> classifier weights [B, N, D] (sampled under training `noise`)."""
         mean, s = tf.split(tf.matmul(latents, self.decoder_kernel), 2, axis=-1)
         glorot = math.sqrt(2.0 / (self.output_dim + self.input_dim))
@@ -292,6 +253,10 @@ class LEO(Learner):
         weights = tf.zeros(tf.stack([batch_size, self.output_dim, self.input_dim]))
         class_bias = tf.fill(tf.stack([batch_size, self.output_dim]), EMPTY_CLASS_BIAS)
         return AdaptedState(head=(weights, class_bias))
+
+    def start_state(self, support_x, support_y, support_mask) -> AdaptedState:
+        """Before adaptation: `initial_state`, every class empty."""
+        return self.initial_state(tf.shape(support_x)[0])
 
     def predict(self, state: AdaptedState, x: tf.Tensor) -> tf.Tensor:
         weights, class_bias = state.head
@@ -318,11 +283,13 @@ class LEO(Learner):
         return self.summed_task_loss(state, support_x, support_y, support_mask)
 
     def _step(self, value, loss_fn, lr):
-        """One inner step of one tensor (Learner.inner_step)."""
-        (stepped,), loss = self.inner_step([value], lambda values: loss_fn(values[0]), [lr])
+        """One inner step of one tensor (gradient.gradient_step)."""
+        (stepped,), loss = gradient_step(
+            [value], lambda values: loss_fn(values[0]), [lr], first_order=self.first_order
+        )
         return stepped, loss
 
-    def _adapt(self, support_x, support_y, support_mask, noise: _Noise | None = None):
+    def _adapt(self, support_x, support_y, support_mask, noise: Noise | None = None):
         """(state, inner losses [S, B], KL [B], encoder penalty [B]); meta-training passes
         its `noise`, which the adapted states carry (dropout, sampled codes and weights)."""
         support_y = real_labels(support_y, support_mask)
@@ -376,7 +343,7 @@ class LEO(Learner):
         return tf.reduce_mean(tf.square(correlation - tf.eye(self.num_latents)))
 
     def meta_loss(self, batch: TaskBatch) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        noise = _Noise(batch_seed(batch))  # this meta-update's training noise
+        noise = Noise(batch_seed(batch))  # this meta-update's training noise
         state, losses, kl, penalty = self._adapt(
             batch.support_x, batch.support_y, batch.support_mask, noise=noise
         )

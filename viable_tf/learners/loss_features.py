@@ -46,6 +46,7 @@ from typing import Any
 import gin
 import tensorflow as tf
 
+from viable_tf.configurable import expect
 from viable_tf.ops import masked_mean
 
 #: How a classifier's logits are laid out: as the episode numbers the classes, or canonically.
@@ -72,6 +73,14 @@ class Support:
     inputs: tf.Tensor
 
 
+class FeaturePart:
+    """What every feature part is: its `role` in a point's features (one part a role), and
+    whether it reads the penultimate features (only `Inputs` may)."""
+
+    role: str = ""
+    reads_penultimate: bool = False
+
+
 def _check(scale: float, name: str = "", value: str = "", choices: tuple[str, ...] = ()) -> None:
     """Refuses a scale <= 0 and, where given, a `value` of option `name` outside `choices`."""
     if choices and value not in choices:
@@ -82,10 +91,10 @@ def _check(scale: float, name: str = "", value: str = "", choices: tuple[str, ..
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
-class TaskLoss:
+class TaskLoss(FeaturePart):
     """L_T at each point: its own (`of='point'`, the paper's), the set's mean, or both."""
 
-    reads_penultimate = False
+    role = "task_loss"
 
     of: str = "point"
     scale: float = 1.0
@@ -112,12 +121,12 @@ class TaskLoss:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
-class Outputs:
+class Outputs(FeaturePart):
     """The predictions y_hat_j, Y numbers (a classifier's N logits, as the episode numbers
     the classes or canonically: the labelled class first, then the rest in decreasing
     order)."""
 
-    reads_penultimate = False
+    role = "outputs"
 
     class_order: str = "episode"
     scale: float = 1.0
@@ -147,10 +156,10 @@ class Outputs:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
-class Labels:
+class Labels(FeaturePart):
     """The label y_j: Y numbers, or a classifier's one-hot N."""
 
-    reads_penultimate = False
+    role = "labels"
 
     scale: float = 1.0
 
@@ -172,10 +181,12 @@ class Labels:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
-class Inputs:
+class Inputs(FeaturePart):
     """Each point's input: x (D numbers, the paper's), or the prediction network's
     penultimate features at the current state (H), with the learned loss's gradient
     through them or (`'penultimate_stopped'`) as constants."""
+
+    role = "inputs"
 
     source: str = "x"
     scale: float = 1.0
@@ -190,7 +201,7 @@ class Inputs:
     def width(self, learner) -> int:
         if not self.reads_penultimate:
             return learner.input_dim  # D
-        if learner.steps_context and learner.head.per_task:
+        if learner.capabilities.steps_context and learner.head.per_task:
             return learner.network.feature_dim  # H: the network ends where the head starts
         needs = (
             "Inputs(source='penultimate') needs VIABLE on CAVIA, with a per-task head "
@@ -198,12 +209,12 @@ class Inputs:
             "network that gives its penultimate features (keras_network of a "
             "functional model)"
         )
-        if not learner.adapts_context:
+        if not learner.capabilities.adapts_context:
             raise ValueError(needs)
-        try:
-            return learner.network.penultimate_dim  # H; builds the two-output model now
-        except AttributeError:
-            raise ValueError(needs) from None
+        width = learner.network.penultimate_dim  # H (None: the network gives none)
+        if width is None:
+            raise ValueError(needs)
+        return width
 
     def __call__(self, support: Support) -> tf.Tensor:
         inputs = support.inputs
@@ -217,15 +228,15 @@ class Inputs:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
-class GradientAgreement:
+class GradientAgreement(FeaturePart):
     """Two constants a point: the cosine between its task-loss gradient with respect to
     phi and the mean gradient of the other real points, and its gradient norm over the
     real points' mean norm (VIABLE on CAVIA)."""
 
-    reads_penultimate = False
+    role = "gradient_agreement"
 
     def width(self, learner) -> int:
-        if not learner.steps_context:
+        if not learner.capabilities.steps_context:
             raise ValueError(
                 "GradientAgreement() needs a learner that adapts a context phi (VIABLE on CAVIA)"
             )
@@ -255,19 +266,19 @@ def check_features(features, reads_inputs: bool) -> tuple:
     """`features` as a tuple, refused with one line when the parts do not fit together
     or with the loss network (one `Inputs` part exactly when it reads the inputs)."""
     features = tuple(features)
-    kinds = [type(part).__name__ for part in features]
-    unknown = [part for part in features if type(part).__name__ not in FEATURE_PARTS]
-    if unknown:
-        raise ValueError(f"features must be parts of {sorted(FEATURE_PARTS)}, got {unknown!r}")
-    if len(set(kinds)) != len(kinds):
+    refusal = f"features must be parts of {sorted(FEATURE_PARTS)}, got {list(features)!r}"
+    for part in features:
+        expect(part, FeaturePart, refusal)
+    roles = [part.role for part in features]
+    if len(set(roles)) != len(roles):
         raise ValueError(f"each feature part at most once, got {list(features)}")
-    if "Outputs" not in kinds:
+    if "outputs" not in roles:
         raise ValueError(f"features need Outputs() (the predictions), got {list(features)}")
-    if features[kinds.index("Outputs")].holds_label and "Labels" in kinds:
+    if features[roles.index("outputs")].holds_label and "labels" in roles:
         raise ValueError(
             "Outputs(class_order='canonical') puts the label first: drop Labels() from features"
         )
-    if ("Inputs" in kinds) != reads_inputs:
+    if ("inputs" in roles) != reads_inputs:
         raise ValueError(
             f"the loss network {'reads' if reads_inputs else 'does not read'} each point's "
             f"input (include_inputs={reads_inputs}): features "

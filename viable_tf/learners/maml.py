@@ -16,14 +16,18 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from viable_tf.configurable import keras_configurable
-from viable_tf.learners.base import AdaptedState, Learner
+from viable_tf.learners.base import AdaptedState, Capabilities
+from viable_tf.learners.gradient import GradientLearner
 from viable_tf.learners.heads import Head, build_network, make_head
 from viable_tf.networks.prediction import PredictionNetwork
 
 
 @keras_configurable
-class MAML(Learner):
-    """MAML: theta is both the meta-learned initialisation and what is adapted."""
+class MAML(GradientLearner):
+    """MAML: theta is both the meta-learned initialisation and what is adapted.
+
+    `head`, `inner_task_loss` and `learned_inner_lr` (a step size per weight) as CAVIA's.
+    """
 
     base_name = "maml"
 
@@ -37,9 +41,10 @@ class MAML(Learner):
         inner_lr: float = 0.1,
         first_order: bool = False,
         task_loss: str = "mse",
+        inner_task_loss: str | None = None,
+        learned_inner_lr: bool = False,
         network: Callable[..., PredictionNetwork] = PredictionNetwork,
         head: Head | None = None,
-        **kwargs,
     ) -> None:
         super().__init__(
             input_dim=input_dim,
@@ -48,12 +53,14 @@ class MAML(Learner):
             inner_lr=inner_lr,
             first_order=first_order,
             task_loss=task_loss,
-            **kwargs,
+            inner_task_loss=inner_task_loss,
+            learned_inner_lr=learned_inner_lr,
+            head=make_head(head, task_loss),
         )
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.head = make_head(head, task_loss)
+        self.capabilities = Capabilities(every_class_reason=self.head.every_class_reason)
         self.head.build(self)  # its weights before the network's, as they always were
         self.network = build_network(self, network, self.head)
         if self.learned_inner_lr and self.head.per_task:

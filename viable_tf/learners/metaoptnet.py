@@ -135,6 +135,8 @@ class _SolvedLinearHead(Head):
 
     network_output_layer = False
     per_task = True
+    #: The head's name in refusals (RidgeHead, SVMHead).
+    head_class = ""
 
     def __init__(self, scale: float = 1.0, normalize: bool = False) -> None:
         if not scale > 0:
@@ -149,7 +151,7 @@ class _SolvedLinearHead(Head):
         return tf.math.l2_normalize(features, axis=-1) if self.normalize else features
 
     def check(self, task_loss: str) -> None:
-        require_classifier(type(self).__name__, task_loss)
+        require_classifier(self.head_class, task_loss)
 
     def build(self, learner) -> None:
         self.scale = learner_weight(
@@ -186,6 +188,7 @@ class RidgeHead(_SolvedLinearHead):
     too strong for this project's 32 conv features), logits times a learned scale."""
 
     name = "ridge"
+    head_class = "RidgeHead"  # as refusals name it
     method_without_steps = "r2d2"  # Bertinetto et al. 2019
 
     def __init__(
@@ -222,6 +225,7 @@ class SVMHead(_SolvedLinearHead):
     features' scale (l2), so that C and eps keep the meaning the paper gives them."""
 
     name = "svm"
+    head_class = "SVMHead"
     method_without_steps = "metaoptnet_svm"  # Lee et al. 2019
 
     def __init__(

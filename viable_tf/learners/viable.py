@@ -23,15 +23,18 @@ import tensorflow as tf
 from viable_tf.configurable import keras_configurable
 from viable_tf.learners import leo, loss_features
 from viable_tf.learners.cavia import CAVIA
+from viable_tf.learners.heads import Head
 from viable_tf.learners.leo import LEO
 from viable_tf.learners.loss_features import Learned, Residual, Support
 from viable_tf.learners.maml import MAML
 from viable_tf.networks.loss_networks import RelationLossNetwork
+from viable_tf.networks.prediction import PredictionNetwork
 
 
 class LearnedInnerLoss:
     """The inner loss as a loss network on per-point features: mixed into a learner
-    (before its base class) in place of the task loss."""
+    (before its base class) in place of the task loss. It takes its three arguments and
+    hands the rest to the base learner; each learner made with it names them all."""
 
     def __init__(
         self,
@@ -97,7 +100,46 @@ class LearnedInnerLoss:
 
 @keras_configurable
 class VIABLE(LearnedInnerLoss, CAVIA):
-    """CAVIA whose inner loop descends a learned loss (simVIABLE, relVIABLE, attVIABLE)."""
+    """CAVIA whose inner loop descends a learned loss (simVIABLE, relVIABLE, attVIABLE):
+    CAVIA's arguments, and the loss network, the point features it reads and the form of
+    the inner loss (LearnedInnerLoss)."""
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        context_dim: int = 5,
+        num_inner_steps: int = 1,
+        inner_lr: float = 1.0,
+        first_order: bool = False,
+        task_loss: str = "mse",
+        inner_task_loss: str | None = None,
+        learned_inner_lr: bool = False,
+        network: Callable[..., PredictionNetwork] = PredictionNetwork,
+        head: Head | None = None,
+        adapt_head: bool = False,
+        loss_network: Callable[[], keras.layers.Layer] = RelationLossNetwork,
+        features: Sequence | None = None,
+        form: Learned | Residual | None = None,
+    ) -> None:
+        super().__init__(
+            input_dim=input_dim,
+            output_dim=output_dim,
+            context_dim=context_dim,
+            num_inner_steps=num_inner_steps,
+            inner_lr=inner_lr,
+            first_order=first_order,
+            task_loss=task_loss,
+            inner_task_loss=inner_task_loss,
+            learned_inner_lr=learned_inner_lr,
+            network=network,
+            head=head,
+            adapt_head=adapt_head,
+            loss_network=loss_network,
+            features=features,
+            form=form,
+        )
 
     @property
     def base_name(self) -> str:  # type: ignore[override]
@@ -110,8 +152,44 @@ class MAMLVIABLE(LearnedInnerLoss, MAML):
 
     The loss network is frozen during adaptation and meta-learned with theta from the
     true query loss, second order unless `first_order`; its gradient reaches the weights
-    through y_hat and L_T. Defaults as MAML's: `context_dim=0`, `inner_lr=0.1`.
+    through y_hat and L_T. MAML's arguments and defaults (`context_dim=0`, `inner_lr=0.1`),
+    and the learned loss's (LearnedInnerLoss).
     """
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        context_dim: int = 0,
+        num_inner_steps: int = 1,
+        inner_lr: float = 0.1,
+        first_order: bool = False,
+        task_loss: str = "mse",
+        inner_task_loss: str | None = None,
+        learned_inner_lr: bool = False,
+        network: Callable[..., PredictionNetwork] = PredictionNetwork,
+        head: Head | None = None,
+        loss_network: Callable[[], keras.layers.Layer] = RelationLossNetwork,
+        features: Sequence | None = None,
+        form: Learned | Residual | None = None,
+    ) -> None:
+        super().__init__(
+            input_dim=input_dim,
+            output_dim=output_dim,
+            context_dim=context_dim,
+            num_inner_steps=num_inner_steps,
+            inner_lr=inner_lr,
+            first_order=first_order,
+            task_loss=task_loss,
+            inner_task_loss=inner_task_loss,
+            learned_inner_lr=learned_inner_lr,
+            network=network,
+            head=head,
+            loss_network=loss_network,
+            features=features,
+            form=form,
+        )
 
     @property
     def base_name(self) -> str:  # type: ignore[override]
@@ -125,8 +203,47 @@ class LEOVIABLE(LearnedInnerLoss, LEO):
     objective. The learned loss is scaled by the number of real support points, so that
     it takes the place of LEO's summed task loss at the same learning rates."""
 
-    def __init__(self, *, learned_finetuning: bool = False, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        output_dim: int,
+        num_latents: int = 64,
+        num_latent_steps: int = 5,
+        num_finetuning_steps: int = 5,
+        inner_lr: float = 1.0,
+        finetuning_lr: float = 0.001,
+        dropout_rate: float = 0.5,
+        kl_weight: float = 1e-3,
+        encoder_penalty_weight: float = 1e-9,
+        l2_penalty_weight: float = 1e-8,
+        orthogonality_penalty_weight: float = 1e-3,
+        first_order: bool = False,
+        task_loss: str = "cross_entropy",
+        loss_network: Callable[[], keras.layers.Layer] = RelationLossNetwork,
+        features: Sequence | None = None,
+        form: Learned | Residual | None = None,
+        learned_finetuning: bool = False,
+    ) -> None:
+        super().__init__(
+            input_dim=input_dim,
+            output_dim=output_dim,
+            num_latents=num_latents,
+            num_latent_steps=num_latent_steps,
+            num_finetuning_steps=num_finetuning_steps,
+            inner_lr=inner_lr,
+            finetuning_lr=finetuning_lr,
+            dropout_rate=dropout_rate,
+            kl_weight=kl_weight,
+            encoder_penalty_weight=encoder_penalty_weight,
+            l2_penalty_weight=l2_penalty_weight,
+            orthogonality_penalty_weight=orthogonality_penalty_weight,
+            first_order=first_order,
+            task_loss=task_loss,
+            loss_network=loss_network,
+            features=features,
+            form=form,
+        )
         self.learned_finetuning = learned_finetuning
 
     @property

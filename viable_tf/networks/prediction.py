@@ -244,6 +244,10 @@ class PredictionNetwork(keras.layers.Layer):
             width = part.width(self, width)
         return width
 
+    #: This network does not give its penultimate features apart from its outputs
+    #: (networks/protocol.py); a user's functional model does (`keras_network`).
+    penultimate_dim = None
+
     @property
     def params(self) -> list:
         """The weights theta, in `forward`'s order."""
