@@ -509,12 +509,35 @@ def test_the_guard_falls_back_to_the_l2_penalty_gradient_as_leos_code():
     variables = learner.trainable_variables
     kernels = {id(w) for w in learner.kernels}
     assert 0 < len(kernels) < len(variables)
-    fallback = FallBackWhereNonfinite(penalty_weight=1e-4).fallback(learner, variables)
+    fallback = FallBackWhereNonfinite(penalty_weight=1e-4).bind(learner).fallback(variables)
     for v, g in zip(variables, fallback, strict=True):
         expected = 1e-4 * v.numpy() if id(v) in kernels else np.zeros(v.shape)
         np.testing.assert_array_equal(g.numpy(), expected.astype(np.float32), err_msg=v.path)
-    for g in FallBackWhereNonfinite().fallback(learner, variables):
+    for g in FallBackWhereNonfinite().bind(learner).fallback(variables):
         assert not np.any(g.numpy())
+
+
+def test_a_fallback_to_a_penalty_the_learner_lacks_is_refused_at_construction(tmp_path):
+    """The l2 fallback on CAVIA (which has no penalized weights) fails in Trainer.__init__,
+    in one line, not inside the compiled trace."""
+    import gin
+
+    from viable_tf.cli.common import parse_gin
+    from viable_tf.training import Trainer
+
+    parse_gin(
+        ["sine/cavia.gin"],
+        [
+            "OptimizerChain.transforms = [@FallBackWhereNonfinite()]",
+            "FallBackWhereNonfinite.penalty_weight = 1e-4",
+        ],
+    )
+    try:
+        with pytest.raises(ValueError, match="cavia has no penalized weights") as refused:
+            Trainer(model_dir=str(tmp_path))
+        assert "\n" not in str(refused.value).split("\n  In call to")[0]
+    finally:
+        gin.clear_config()
 
 
 def test_a_residual_learned_loss_from_zero_steps_as_leo_does():

@@ -156,6 +156,12 @@ class Learner(keras.layers.Layer, abc.ABC):
         return self.base_name
 
     @property
+    def penalized_weights(self) -> tuple:
+        """The weights under the learner's own l2 penalty, which a fallback update pulls
+        back (training/meta_gradient.py): none, unless a learner has one (LEO)."""
+        return ()
+
+    @property
     def is_classifier(self) -> bool:
         """Cross-entropy on N logits with integer labels, rather than regression."""
         return self.task_loss_name == "cross_entropy"

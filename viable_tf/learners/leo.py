@@ -331,6 +331,10 @@ class LEO(Learner):
 
     # -- the outer objective ---------------------------------------------------------
 
+    @property
+    def penalized_weights(self) -> tuple:
+        return tuple(self.kernels)
+
     def l2_penalty(self) -> tf.Tensor:
         """sum over the encoder, relation and decoder kernels of ||W||^2 / 2."""
         return tf.add_n([tf.nn.l2_loss(w) for w in self.kernels])

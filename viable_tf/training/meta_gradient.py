@@ -118,13 +118,17 @@ class MetaUpdate(NamedTuple):
 class GradientTransform(Protocol):
     """One piece of the meta-gradient's processing, applied after the sum over replicas
     (an `OptimizerChain`'s `transforms`, in order, as optax chains its
-    transformations). `falls_back`: the transform may replace an update by the
-    learner's fallback (the trainer then counts such updates, checkpoints and reports
-    the count)."""
+    transformations). It sees the update and the variables, not the learner: what it
+    needs of the learner it takes once, in `bind`, which `Trainer.__init__` calls and
+    which refuses (one line) a learner it cannot apply to. `falls_back`: the transform
+    may replace an update by a fallback (the trainer then counts such updates,
+    checkpoints and reports the count)."""
 
     falls_back: ClassVar[bool]
 
-    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate: ...
+    def bind(self, learner: Learner) -> GradientTransform: ...
+
+    def __call__(self, update: MetaUpdate, variables) -> MetaUpdate: ...
 
 
 def _positive(name: str, limit: float) -> None:
@@ -143,7 +147,10 @@ class ClipElementwise:
     def __post_init__(self) -> None:
         _positive("ClipElementwise", self.limit)
 
-    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
+    def bind(self, learner: Learner) -> ClipElementwise:
+        return self  # it needs nothing of the learner
+
+    def __call__(self, update: MetaUpdate, variables) -> MetaUpdate:
         grads = [tf.clip_by_value(g, -self.limit, self.limit) for g in update.grads]
         return update._replace(grads=grads)
 
@@ -160,7 +167,10 @@ class ClipEachNorm:
     def __post_init__(self) -> None:
         _positive("ClipEachNorm", self.limit)
 
-    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
+    def bind(self, learner: Learner) -> ClipEachNorm:
+        return self  # it needs nothing of the learner
+
+    def __call__(self, update: MetaUpdate, variables) -> MetaUpdate:
         return update._replace(grads=[tf.clip_by_norm(g, self.limit) for g in update.grads])
 
 
@@ -173,24 +183,38 @@ class FallBackWhereNonfinite:
     meta-loss.
 
     The fallback is zero (no step), or with `penalty_weight` w > 0 the gradient of
-    w * `learner.l2_penalty()` (LEO's: w = 1e-4, sum ||W||^2 / 2 over its kernels, so
+    w * sum ||W||^2 / 2 over the learner's `penalized_weights` (LEO's kernels; at w = 1e-4,
     1e-4 W for each kernel, zero for any other weight), which pulls the weights back
-    towards where the loss is defined, as LEO's public code does."""
+    towards where the loss is defined, as LEO's public code does. A learner without such
+    weights is refused by `bind` (one line, in Trainer.__init__) where w > 0."""
 
     penalty_weight: float = 0.0
     falls_back: ClassVar[bool] = True
+    #: The weights the penalty covers, taken from the learner by `bind`.
+    penalized: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
-    def fallback(self, learner: Learner, variables) -> list[tf.Tensor]:
+    def bind(self, learner: Learner) -> FallBackWhereNonfinite:
+        weights = tuple(learner.penalized_weights)
+        if self.penalty_weight and not weights:
+            raise ValueError(
+                f"FallBackWhereNonfinite(penalty_weight={self.penalty_weight}) falls back to "
+                f"the gradient of an l2 penalty, and {learner.method_name} has no penalized "
+                "weights (LEO's kernels have): use penalty_weight=0, a zero step"
+            )
+        return dataclasses.replace(self, penalized=weights)
+
+    def fallback(self, variables) -> list[tf.Tensor]:
         """The update that replaces a non-finite one."""
         if not self.penalty_weight:
             return [tf.zeros_like(v) for v in variables]
         with tf.GradientTape() as tape:
-            penalty = self.penalty_weight * learner.l2_penalty()
+            l2 = tf.add_n([tf.nn.l2_loss(w) for w in self.penalized])  # sum ||W||^2 / 2
+            penalty = self.penalty_weight * l2
         grads = tape.gradient(penalty, variables)
         return [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables, strict=True)]
 
-    def __call__(self, update: MetaUpdate, learner: Learner, variables) -> MetaUpdate:
-        fallback = self.fallback(learner, variables)
+    def __call__(self, update: MetaUpdate, variables) -> MetaUpdate:
+        fallback = self.fallback(variables)
         loss, inner, grads = update.loss, update.inner, update.grads
         finite = tf.reduce_all(
             tf.stack(
@@ -207,9 +231,9 @@ class FallBackWhereNonfinite:
 
 
 def apply_transforms(
-    transforms: Sequence[GradientTransform], update: MetaUpdate, learner: Learner, variables
+    transforms: Sequence[GradientTransform], update: MetaUpdate, variables
 ) -> MetaUpdate:
-    """`update` through each of `transforms` in turn."""
+    """`update` through each of `transforms` (bound to their learner) in turn."""
     for transform in transforms:
-        update = transform(update, learner, variables)
+        update = transform(update, variables)
     return update

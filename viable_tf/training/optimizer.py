@@ -91,6 +91,12 @@ class OptimizerChain:
         optimizer.build(variables)
         return schedule, optimizer
 
-    def transform(self, update: MetaUpdate, learner, variables) -> MetaUpdate:
-        """`update` through the transforms, in order."""
-        return apply_transforms(self.transforms, update, learner, variables)
+    def bind(self, learner) -> tuple[GradientTransform, ...]:
+        """The transforms, each given what it needs of `learner` (GradientTransform.bind):
+        a chain that cannot apply to its learner is refused here, in one line."""
+        return tuple(t.bind(learner) for t in self.transforms)
+
+    @staticmethod
+    def transform(transforms, update: MetaUpdate, variables) -> MetaUpdate:
+        """`update` through the bound `transforms`, in order."""
+        return apply_transforms(transforms, update, variables)

@@ -132,6 +132,7 @@ class Trainer:
         with self.strategy.scope():  # every variable, the optimizer's too, is mirrored
             self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
             check_task_loss(self.learner, tasks)
+            self.transforms = self.chain.bind(self.learner)  # refuses a chain it cannot apply
             self.variables = list(self.learner.trainable_variables)  # theta (and psi)
             self.lr_schedule, self.optimizer = self.chain.build(self.variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -204,7 +205,7 @@ class Trainer:
         loss, inner, grads = sum_over_replicas(self.strategy, share, batch, self.variables)
         # Transformed after the sum, as on one device.
         update = MetaUpdate(loss, inner, grads, tf.constant(1.0))
-        return self.chain.transform(update, self.learner, self.variables)
+        return self.chain.transform(self.transforms, update, self.variables)
 
     def apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
         """One meta-update on `batch`, applied; returns it (its `counted` 1 if it counts
