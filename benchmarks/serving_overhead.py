@@ -73,15 +73,8 @@ def main() -> None:
     rows = [
         ("SavedModel signature, tf.constant inputs", lambda: function(**constants)),
         (
-            "the same from NumPy inputs (Servable.run: its flat call)",
+            "the same from NumPy inputs (Servable.run: the signature's public call)",
             lambda: servable.run("serving_default", inputs),
-        ),
-        (
-            "the same from NumPy inputs, by the signature's public call",
-            lambda: {
-                k: v.numpy()
-                for k, v in function(**{k: tf.constant(v) for k, v in inputs.items()}).items()
-            },
         ),
         (
             "request checks (check_inputs)",

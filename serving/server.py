@@ -84,7 +84,7 @@ class Server:
             await self._rest.setup()
             site = web.TCPSite(self._rest, self.options.host, self.options.rest_api_port)
             await site.start()
-            self.rest_port = site._server.sockets[0].getsockname()[1]
+            self.rest_port = self._rest.addresses[0][1]  # the port bound (0: any free one)
         self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
 
     async def _poll_forever(self) -> None:

@@ -48,8 +48,11 @@ class Snapshot:
     `mirror` is a `tf.train.Checkpoint` with the same children under the same names
     down to the variables, an object reached by two paths mirrored once, so that
     `mirror.write` writes the same keys, values and object graph as `checkpoint.write`
-    did at the moment of `take()`. Objects that save something other than variables
-    cannot be mirrored: ValueError names them.
+    did at the moment of `take()`. What cannot be mirrored is refused (ValueError
+    naming it): a variable with children of its own, and an object that writes tensors
+    other than variables (a dataset iterator's state), found by writing the checkpoint
+    and the mirror once each to a temporary folder and comparing their keys (public APIs
+    only: `write` and `tf.train.list_variables`).
     """
 
     def __init__(self, checkpoint: tf.train.Checkpoint) -> None:
@@ -68,7 +71,7 @@ class Snapshot:
                 self.pairs.append((shadow, obj))
                 copies[id(obj)] = shadow
                 return shadow
-            if _is_variable(obj) or (not children and _saves_tensors(obj)):
+            if _is_variable(obj):
                 raise ValueError(f"cannot snapshot {path} ({type(obj).__name__})")
             node = copies[id(obj)] = tf.Module()
             for name, child in children.items():
@@ -82,20 +85,23 @@ class Snapshot:
         )
         if counter is not None:  # the mirror's own counter, shadowing the original's
             self.pairs.append((self.mirror.save_counter, counter))
+        self._refuse_what_is_not_mirrored(checkpoint)
         self.take = tf.function(self._copy, input_signature=[], autograph=False)
+
+    def _refuse_what_is_not_mirrored(self, checkpoint: tf.train.Checkpoint) -> None:
+        with tempfile.TemporaryDirectory(prefix="snapshot-keys-") as folder:
+            original = checkpoint.write(os.path.join(folder, "original"))
+            mirror = self.mirror.write(os.path.join(folder, "mirror"))
+            written = {name for name, _ in tf.train.list_variables(original)}
+            mirrored = {name for name, _ in tf.train.list_variables(mirror)}
+        missing = sorted(written - mirrored)
+        if missing:
+            path = missing[0].split("/.ATTRIBUTES")[0]
+            raise ValueError(f"cannot snapshot {path} (it writes tensors that are not variables)")
 
     def _copy(self) -> None:
         for shadow, original in self.pairs:
             shadow.assign(original.value if isinstance(original, keras.Variable) else original)
-
-
-def _saves_tensors(obj) -> bool:
-    """Whether a childless trackable writes tensors of its own (a variable-like leaf)."""
-    serialize = getattr(obj, "_serialize_to_tensors", None)
-    try:
-        return bool(serialize and serialize())
-    except NotImplementedError:
-        return False
 
 
 class WallClock:
