@@ -10,6 +10,7 @@ Exit status 1 if anything but the operative config differs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -30,7 +31,11 @@ def compare(before: dict, after: dict) -> tuple[list[str], bool]:
 
 
 def main() -> int:
-    before_dir, after_dir = sys.argv[1:3]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("before_dir", help="fingerprints of the code before the change")
+    parser.add_argument("after_dir", help="fingerprints of the code after it")
+    args = parser.parse_args()
+    before_dir, after_dir = args.before_dir, args.after_dir
     status = 0
     for name in sorted(os.listdir(before_dir)):
         if not name.endswith(".json"):

@@ -50,6 +50,7 @@ def main() -> None:
     import tensorflow as tf
 
     from viable_tf.training import EvaluationSpec, Trainer
+    from viable_tf.training.triggers import FunctionTrigger
 
     trainer = Trainer(
         model_dir=tempfile.mkdtemp(),
@@ -98,16 +99,14 @@ def main() -> None:
 
     probe("init")
     start = time.time()
-    validate = trainer._validate_and_checkpoint
 
-    def validate_and_probe(step: int) -> float:
-        value = validate(step)
-        print(f"step {step} validation {value:.4f} ({time.time() - start:.0f} s)", flush=True)
+    def after_validation(step: int) -> None:
+        best = float(trainer.early_stopping.best_val.numpy())
+        print(f"step {step} best validation {best:.4f} ({time.time() - start:.0f} s)", flush=True)
         probe(f"step {step}")
-        return value
 
-    trainer._validate_and_checkpoint = validate_and_probe
-    trainer.train()
+    # After the trainer's own validation at each of its steps (triggers run in order).
+    trainer.train(triggers=[FunctionTrigger(trainer.eval_every, after_validation)])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ same (compare with `diff`).
 
 from __future__ import annotations
 
+import argparse
 import glob
 import hashlib
 import json
@@ -119,7 +120,11 @@ def export(export_base: str) -> dict:
 
 
 def main() -> None:
-    run_dir, export_base = sys.argv[1:3]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", help="a run written by viable-train")
+    parser.add_argument("export_base", help="its export's base folder, or - for none")
+    args = parser.parse_args()
+    run_dir, export_base = args.run_dir, args.export_base
     with open(os.path.join(run_dir, "operative_config.gin")) as f:
         config = f.read()
     print(

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from results import definitions
+from results import definitions, verdicts
 from results.records import REPO, load, measured
 from results.tables import SuiteTimes, used
 
@@ -33,8 +33,8 @@ def tables() -> dict:
     """Every table a page may name."""
     return {
         **definitions.TABLES,
-        "verdicts": definitions.VERDICTS,
-        "glance": definitions.GLANCE,
+        "verdicts": verdicts.VERDICTS,
+        "glance": verdicts.GLANCE,
         "suite_time": SuiteTimes(),
     }
 

@@ -12,8 +12,8 @@ from scipy import stats
 
 from results import definitions, render, tables
 from results import records as store
-from results.definitions import GLANCE, VERDICTS
 from results.tables import Verdict, Verdicts
+from results.verdicts import GLANCE, VERDICTS
 
 
 @pytest.fixture(scope="module")

@@ -84,14 +84,6 @@ PER_QUERY_OUTPUTS = frozenset({PREDICTIONS, LOGITS, PROBABILITIES, CLASSES})
 PER_TASK_OUTPUTS = frozenset({CONTEXT})
 
 
-def regression_outputs() -> tuple[str, ...]:
-    return (PREDICTIONS,)
-
-
-def classification_outputs() -> tuple[str, ...]:
-    return (LOGITS, PROBABILITIES, CLASSES)
-
-
 def label_message(num_classes: int) -> str:
     """What a classifier says of a label outside 0..N-1 (the boundary and the graph alike)."""
     return f"support_y must hold class labels 0..{num_classes - 1}"

@@ -174,7 +174,7 @@ class ClipEachNorm:
         return update._replace(grads=[tf.clip_by_norm(g, self.limit) for g in update.grads])
 
 
-@gin.configurable
+@gin.configurable(denylist=["penalized"])  # bound from the learner, not configured
 @dataclasses.dataclass(frozen=True)
 class FallBackWhereNonfinite:
     """LEO's guard (its public code's `grads_and_vars`): where the meta-loss or any
