@@ -27,9 +27,9 @@ import tensorflow as tf
 from timing import header
 
 from serving.omniglot_client import omniglot_episode
-from viable_tf.datasets import omniglot
 from viable_tf.evaluation.statistics import mean_confidence_interval
 from viable_tf.export import layout
+from viable_tf.networks import omniglot_encoder
 
 
 def main() -> None:
@@ -57,7 +57,7 @@ def main() -> None:
         )
         out = serve(support_x=support_x, support_y=support_y, query_x=query_x)
         model.append(np.mean(out["classes"].numpy() == query_y))
-        features = omniglot.encode(encoder, np.concatenate([support_x[0], query_x[0]]))
+        features = omniglot_encoder.encode(encoder, np.concatenate([support_x[0], query_x[0]]))
         features /= np.linalg.norm(features, axis=1, keepdims=True)
         support, query = features[: support_y.size], features[support_y.size :]
         distances = ((query[:, None] - support[None]) ** 2).sum(-1)

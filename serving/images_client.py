@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from viable_tf import image_decoding
 from viable_tf.datasets import image_folder
 from viable_tf.export import signature as sig
 
@@ -45,15 +46,18 @@ def encoded(path: str) -> bytes:
     or is larger than the signatures take."""
     with open(path, "rb") as f:
         data = f.read()
+    import tensorflow as tf
+
     try:
-        image_folder.decode([path], image_size=(8, 8), channels=1, bad_files="refuse")
-    except ValueError as error:
-        raise ImagesError(str(error).split("; pass bad_files")[0]) from None
-    if data.startswith(image_folder.PILLOW_FORMATS):
+        pixels = np.asarray(image_decoding.decode_image(data))
+    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ValueError) as error:
+        reason = getattr(error, "message", str(error)).strip().splitlines()[0][:120]
+        raise ImagesError(f"{path} does not decode as an image ({reason})") from None
+    if data.startswith(image_decoding.PILLOW_FORMATS):
         from PIL import Image
 
         buffer = io.BytesIO()
-        Image.fromarray(image_folder.decode_by_pillow(data).squeeze()).save(buffer, "PNG")
+        Image.fromarray(pixels.squeeze(-1) if pixels.shape[-1] == 1 else pixels).save(buffer, "PNG")
         data = buffer.getvalue()
     size = sig.image_size(data)
     if size is not None and max(size) > sig.MAX_PNG_SIDE:

@@ -12,7 +12,7 @@ import keras
 from viable_tf.datasets import omniglot
 from viable_tf.export import export_saved_model
 from viable_tf.learners import VIABLE
-from viable_tf.networks import SimpleLossNetwork, keras_network
+from viable_tf.networks import SimpleLossNetwork, keras_network, omniglot_encoder
 from viable_tf.networks.keras_model import conv4_film
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +45,7 @@ def export_image_classifier(base: str, examples: str, *, version: int | None = N
         base,
         version=version,
         model_name="glyphs",
-        featurizer=omniglot.pixel_featurizer(),
+        featurizer=omniglot_encoder.pixel_featurizer(),
         normalize=False,
         input_shape=omniglot.IMAGE_SHAPE,
         warmup_inputs=functools.partial(omniglot.warmup_images, num_ways=WAYS),

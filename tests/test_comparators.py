@@ -18,7 +18,7 @@ from viable_tf.learners.metaoptnet import (
     project_capped_zero_sum,
     ridge_weights,
 )
-from viable_tf.networks import SimpleLossNetwork, keras_network
+from viable_tf.networks import SimpleLossNetwork, keras_network, omniglot_encoder
 from viable_tf.networks.keras_model import conv4_film
 from viable_tf.tasks import SineTasks, seed_for
 
@@ -352,7 +352,7 @@ def _drawings(rng, labels):
 def _pixels(drawings):
     """What the export makes of them, as the end-to-end episodes read them: [1, n, 784]
     strokes (1 on 0) at 28 x 28."""
-    flat = omniglot.pixel_featurizer()(drawings.reshape(-1, 105, 105, 1))
+    flat = omniglot_encoder.pixel_featurizer()(drawings.reshape(-1, 105, 105, 1))
     return tf.reshape(flat, [1, -1, 784])
 
 
@@ -419,7 +419,7 @@ def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
     path = export_saved_model(
         learner,
         str(tmp_path / name),
-        featurizer=omniglot.pixel_featurizer(),
+        featurizer=omniglot_encoder.pixel_featurizer(),
         normalize=False,
         input_shape=omniglot.IMAGE_SHAPE,
     )

@@ -26,6 +26,7 @@ from viable_tf.datasets import omniglot
 from viable_tf.export import pngs as pngs_module
 from viable_tf.export import signature as sig
 from viable_tf.export.pngs import decode_png, encode_pngs
+from viable_tf.networks import omniglot_encoder
 
 MAX_BYTES = 4 << 20
 
@@ -102,7 +103,7 @@ def test_the_served_graph_is_the_learner_behind_the_training_preprocessing(loade
     learner = image_learner()  # the same seed: the exported weights
 
     def features(images):
-        strokes = omniglot.OmniglotPreprocessing()(images.reshape(-1, 105, 105, 1))
+        strokes = omniglot_encoder.OmniglotPreprocessing()(images.reshape(-1, 105, 105, 1))
         return tf.reshape(strokes, [1, -1, 784])
 
     state = learner.adapt(features(support_x), support_y, tf.ones(support_y.shape, tf.bool))

@@ -490,6 +490,7 @@ def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does
     inverted, where the pipeline inverts first), meta-training characters rotated."""
     from viable_tf import config
     from viable_tf.datasets import omniglot
+    from viable_tf.networks import omniglot_encoder
 
     data_dir = os.path.abspath(os.path.join(OMNIGLOT, "omniglot"))
     config.parse(["images/protonet.gin", "images/omniglot.gin"], [f"IMAGE_DIR={data_dir!r}"])
@@ -502,7 +503,7 @@ def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does
     assert tasks.num_queries == 10 and tasks.image_shape == (28, 28, 1)
     test = reference["test"]
     first = [i for i, c in enumerate(test.classes) if c == test.classes[0]]
-    expected = omniglot.pixel_featurizer()(test.images[first]).numpy()
+    expected = omniglot_encoder.pixel_featurizer()(test.images[first]).numpy()
     drawn = tasks.test.sample(seed_for(0, 0))
     rows = tf.reshape(drawn.support_x, [-1, 784]).numpy()
     assert rows.min() >= 0 and rows.max() <= 1

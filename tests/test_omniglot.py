@@ -15,6 +15,7 @@ from serving.client import Client
 from serving.omniglot_client import omniglot_episode
 from serving.server import ServerOptions
 from viable_tf.datasets import load_embeddings, omniglot
+from viable_tf.networks import omniglot_encoder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.path.join(REPO, "..", "shared", "data", "omniglot")
@@ -44,12 +45,14 @@ def test_missing_zips_are_named(tmp_path):
 
 def test_preprocessing_and_features_in_leo_format(splits, tmp_path):
     white = np.ones((1, 105, 105, 1), np.float32)
-    np.testing.assert_array_equal(omniglot.OmniglotPreprocessing()(white), np.zeros((1, 28, 28, 1)))
-    encoder = omniglot.build_encoder()
+    np.testing.assert_array_equal(
+        omniglot_encoder.OmniglotPreprocessing()(white), np.zeros((1, 28, 28, 1))
+    )
+    encoder = omniglot_encoder.build_encoder()
     test = splits["test"]
     subset = omniglot.OmniglotSplit(test.images[:40], test.classes[:40], test.image_ids[:40])
-    features = omniglot.encode(encoder, subset.images)
-    assert features.shape == (40, omniglot.FEATURE_DIM)
+    features = omniglot_encoder.encode(encoder, subset.images)
+    assert features.shape == (40, omniglot_encoder.FEATURE_DIM)
     path = str(tmp_path / "omniglot" / "center" / "test_embeddings.pkl")
     omniglot.write_leo_pickle(path, features, subset)
     data = load_embeddings(path)

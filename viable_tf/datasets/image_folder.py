@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import json
 import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from viable_tf.image_decoding import ImageDecodeError, convert, decode_image
 
 #: What `tf.io.decode_image` reads, by file name extension (lower case).
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
@@ -286,11 +287,7 @@ def decode(
     kept, skipped = 0, []
     for path in files:
         try:
-            data = read_bytes(path)
-            if data.startswith(PILLOW_FORMATS):
-                image = decode_by_pillow(data)
-            else:
-                image = tf.io.decode_image(data, expand_animations=False)  # uint8 [h, w, c]
+            image = decode_image(read_bytes(path))  # uint8 [h, w, c]
         except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ImageDecodeError) as error:
             if bad_files == "refuse":
                 message = getattr(error, "message", str(error))  # TensorFlow's, or ours
@@ -304,88 +301,3 @@ def decode(
         images[kept] = convert(image, image_size, channels).numpy()
         kept += 1
     return images[:kept], skipped
-
-
-class ImageDecodeError(ValueError):
-    """A BMP or GIF file Pillow cannot decode."""
-
-
-#: What files `decode_by_pillow` reads, by their first bytes: BMP and GIF.
-PILLOW_FORMATS = (b"BM", b"GIF87a", b"GIF89a")
-
-
-def decode_by_pillow(data: bytes) -> np.ndarray:
-    """A BMP or GIF file's pixels (a GIF's first frame), uint8 [h, w, c]: colour with
-    alpha (c = 4) when the file marks pixels transparent, else grey (1) when it holds
-    only grey, else colour (3). By Pillow, because TensorFlow's decoders drop a GIF's
-    transparency (a drawing on a transparent background comes out as one colour, often
-    all black), read a 32-bit BMP's unused fourth byte as alpha (0 in most such files:
-    every pixel transparent, so white once laid over white), take a BMP palette's
-    indices for grey levels, and refuse 1- and 4-bit BMPs."""
-    import PIL.Image
-
-    try:
-        with PIL.Image.open(io.BytesIO(data)) as image:
-            image.load()  # a GIF's first frame
-            if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
-                pixels = np.asarray(image.convert("RGBA"))
-            elif image.mode in ("1", "L"):
-                pixels = np.asarray(image.convert("L"))[..., None]
-            else:
-                pixels = np.asarray(image.convert("RGB"))
-                if (pixels == pixels[..., :1]).all():  # a grey palette
-                    pixels = pixels[..., :1]
-    except (OSError, SyntaxError, ValueError, PIL.Image.DecompressionBombError) as error:
-        raise ImageDecodeError(f"{type(error).__name__}: {error}") from None
-    return pixels
-
-
-def convert(image, image_size: tuple[int, int], channels: int):
-    """One decoded uint8 image [h, w, c] (c = 1..4) -> float32 [H, W, channels] of 0..1:
-    colour to grey as PNG and JPEG decoders convert (`luminance`, so that a served PNG
-    signature, whose decoder converts it, sees the grey training saw, to 1/255), grey to
-    colour by repetition, alpha composited over white, resized by area averaging."""
-    import tensorflow as tf
-
-    image = tf.convert_to_tensor(image)
-    colour, alpha = (
-        (image[..., :-1], image[..., -1:]) if image.shape[-1] in (2, 4) else (image, None)
-    )
-    if channels == 1 and colour.shape[-1] == 3:
-        colour = luminance(colour)
-    elif channels == 3 and colour.shape[-1] == 1:
-        colour = tf.repeat(colour, 3, -1)
-    image = over_white(colour, alpha)
-    if tuple(image.shape[:2]) != tuple(image_size):
-        image = tf.image.resize(image, image_size, method="area")
-    return tf.clip_by_value(image, 0.0, 1.0)  # area sums can pass 1 by an ulp
-
-
-#: v / 255 for v = 0..255, as NumPy divides: what an opaque pixel of value v reads as, in
-#: training and in a served graph alike (TensorFlow's graph divides by a constant through
-#: its reciprocal, which differs in the last bit for some v).
-UINT8_SCALED = np.arange(256, dtype=np.float32) / np.float32(255.0)
-
-
-def over_white(colour, alpha=None):
-    """uint8 values [h, w, C] with coverage alpha uint8 [h, w, 1] (None: opaque) ->
-    float32 [h, w, C] in 0..1, laid over white where not opaque: one rule for training's
-    reading of a file and an export's decoding of one."""
-    import tensorflow as tf
-
-    opaque = tf.gather(UINT8_SCALED, tf.cast(colour, tf.int32))
-    if alpha is None:
-        return opaque
-    c, a = tf.cast(colour, tf.float32), tf.cast(alpha, tf.float32)
-    covered = (c * a + 255.0 * (255.0 - a)) / (255.0 * 255.0)
-    return tf.where(tf.equal(alpha, 255), opaque, covered)
-
-
-def luminance(rgb):
-    """uint8 [h, w, 3] -> uint8 [h, w, 1]: ITU-R 601 luma, floor((299 R + 587 G + 114 B) /
-    1000), the weights PNG and JPEG decoders use for grey (equal to TensorFlow's PNG
-    decoder on 99.6% of random colours and within 1 of it on the rest)."""
-    import tensorflow as tf
-
-    r, g, b = tf.unstack(tf.cast(rgb, tf.int32), axis=-1)
-    return tf.cast((299 * r + 587 * g + 114 * b) // 1000, tf.uint8)[..., None]

@@ -61,6 +61,7 @@ def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) ->
     """Stage 1: the encoder and the features, written once."""
     from viable_tf.datasets import omniglot
     from viable_tf.datasets.leo_tfds import embeddings_path
+    from viable_tf.networks import omniglot_encoder
 
     features_dir = os.path.join(work_dir, "features")
     encoder_dir = os.path.join(work_dir, "encoder")
@@ -71,12 +72,12 @@ def prepare_features(data_dir: str, work_dir: str, *, epochs: int, seed: int) ->
     splits = omniglot.read_omniglot(data_dir)
     counts = {s: len(set(split.classes)) for s, split in splits.items()}
     print(f"Omniglot characters per split: {counts} (meta-train only for the encoder)")
-    encoder, history = omniglot.train_encoder(splits["train"], epochs=epochs, seed=seed)
+    encoder, history = omniglot_encoder.train_encoder(splits["train"], epochs=epochs, seed=seed)
     os.makedirs(encoder_dir, exist_ok=True)
     encoder.save(os.path.join(encoder_dir, "encoder.keras"))
     for name, split in splits.items():
         path = embeddings_path(features_dir, "omniglot", "center", name)
-        omniglot.write_leo_pickle(path, omniglot.encode(encoder, split.images), split)
+        omniglot.write_leo_pickle(path, omniglot_encoder.encode(encoder, split.images), split)
     info = {
         "characters": counts,
         "images": {s: len(split.classes) for s, split in splits.items()},
@@ -144,7 +145,12 @@ def frozen_encoder(work_dir: str):
     """The encoder of stage 1, read once for all exports."""
     import keras
 
-    return keras.saving.load_model(os.path.join(work_dir, "encoder", "encoder.keras"))
+    from viable_tf.networks.omniglot_encoder import OmniglotPreprocessing
+
+    return keras.saving.load_model(
+        os.path.join(work_dir, "encoder", "encoder.keras"),
+        custom_objects={"OmniglotPreprocessing": OmniglotPreprocessing},
+    )
 
 
 def export(

@@ -91,6 +91,7 @@ def export(work_dir: str, data_dir: str, run: str) -> str:
     l2-normalised, as they are not in training), with the example drawings (written
     once to W/examples/)."""
     from viable_tf.datasets import omniglot as images
+    from viable_tf.networks import omniglot_encoder
 
     examples = os.path.join(work_dir, "examples")
     if not os.path.isfile(os.path.join(examples, "index.json")):
@@ -98,7 +99,7 @@ def export(work_dir: str, data_dir: str, run: str) -> str:
     return omniglot.export(
         work_dir,
         run,
-        featurizer=images.pixel_featurizer(),
+        featurizer=omniglot_encoder.pixel_featurizer(),
         normalize=False,
         examples=examples,
         data=data(data_dir),

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from viable_tf.datasets.image_folder import luminance, over_white
 from viable_tf.export import signature as sig
+from viable_tf.image_decoding import luminance, over_white
 
 
 def encode_pngs(images: np.ndarray) -> np.ndarray:
@@ -35,7 +35,7 @@ def encode_pngs(images: np.ndarray) -> np.ndarray:
 def decode_png(data: bytes, channels: int = 1) -> np.ndarray:
     """One PNG or JPEG -> float32 [H, W, C] in 0..1 (white = 1; transparent pixels as
     white), as the served graph decodes it before resizing, and as training reads an
-    image file (`datasets.image_folder.convert`): decoded to colour, then grey by luma."""
+    image file (`image_decoding.convert`): decoded to colour, then grey by luma."""
     return _decode(tf.constant(data), channels).numpy()
 
 
@@ -92,7 +92,7 @@ def _decode_png_graph(name: str, data: tf.Tensor, image_shape: tuple) -> tf.Tens
 def _decode(data: tf.Tensor, channels: int) -> tf.Tensor:
     """A PNG or JPEG string -> float32 [h, w, channels] in 0..1: decoded to colour and
     coverage (a JPEG's is full), then `luminance` and `over_white` as training reads a
-    file (`datasets.image_folder.convert`)."""
+    file (`image_decoding.convert`)."""
     rgba = tf.cond(
         tf.equal(tf.strings.substr(data, 0, 3), sig.JPEG_MAGIC),
         lambda: tf.pad(
