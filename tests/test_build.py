@@ -26,6 +26,7 @@ def _targets():
         "requirement": lambda name: f"@pypi//{name}",
         "py_library": rule("py_library"),
         "py_test": rule("py_test"),
+        "filegroup": rule("filegroup"),
     }
     with open(os.path.join(REPO, "BUILD")) as f:
         exec(compile(f.read(), "BUILD", "exec"), namespace)
@@ -53,9 +54,18 @@ def test_every_module_is_in_a_library():
     assert not stale, f"stale BUILD entries: {sorted(stale)}"
 
 
+def test_every_py_test_runs_pytest_main_from_its_own_sources_on_the_repository_files():
+    """rules_python and native py_test both refuse a `main` outside `srcs`."""
+    tests = [t for k, t in _targets() if k == "py_test"]
+    assert tests
+    for test in tests:
+        assert test["main"] in test["srcs"], test["name"]
+        assert ":repository_files" in test.get("data", []), test["name"]
+
+
 def test_every_test_file_has_a_py_test():
     tests = {os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "tests", "test_*.py"))}
-    listed = _sources(_targets(), "py_test")
+    listed = _sources(_targets(), "py_test") - {"tests/pytest_main.py"}
     assert tests == listed, f"missing: {sorted(tests - listed)}, stale: {sorted(listed - tests)}"
 
 
