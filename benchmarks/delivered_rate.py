@@ -16,10 +16,8 @@ checkpoints, summaries every chunk, a figure every 5,000, the progress bar):
   a (500 + updates)- and a 500-update run, without the process start-up).
 
 The two are alternated `rounds` times in one sitting (machines here are noisy); the
-table gives each round and the ratio delivered / chunk. With `--in_place_too`, a second
-trainer of the same config writes its checkpoints on the training thread
-(`PerformanceSpec.checkpoint_in_background=False`, as before the snapshot writer) and is timed
-in each round right after the first.
+table gives each round and the ratio delivered / chunk (checkpoints are written by
+tf.train.CheckpointManager on the training thread, as viable-train writes them).
 """
 
 from __future__ import annotations
@@ -43,14 +41,13 @@ CHUNK = 3000  # meta-updates per timed chunk
 CONFIGS = "sine/cavia.gin,sine/simviable.gin,sine/relviable.gin,sine/maml.gin"
 
 
-def build(name: str, model_dir: str, *, background: bool = True, params=()) -> Trainer:
+def build(name: str, model_dir: str, *, params=()) -> Trainer:
     gin.clear_config()
     config.parse(
         [name],
         [
             "Trainer.num_steps=500",
             f"PerformanceSpec.steps_per_call={CHUNK}",
-            f"PerformanceSpec.checkpoint_in_background={background}",
             *params,
         ],
     )
@@ -73,40 +70,24 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=10_000, help="meta-updates delivered")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
-        "--in_place_too", action="store_true", help="also time checkpoints written in place"
-    )
-    parser.add_argument(
         "--gin_param", action="append", default=[], help="a binding for every trainer (ablations)"
     )
     args = parser.parse_args()
     print(header(" ".join(args.gin_param)))
-    print(
-        "| config | checkpoints | round | chunk (updates/s) | delivered (updates/s) "
-        "| delivered / chunk |"
-    )
-    print("|---|---|---:|---:|---:|---:|")
-    kinds = {"background": True, **({"in place": False} if args.in_place_too else {})}
+    print("| config | round | chunk (updates/s) | delivered (updates/s) | delivered / chunk |")
+    print("|---|---:|---:|---:|---:|")
     for name in args.configs.split(","):
         with tempfile.TemporaryDirectory() as model_dir:
-            trainers = {
-                kind: build(
-                    name,
-                    os.path.join(model_dir, str(i)),
-                    background=background,
-                    params=args.gin_param,
-                )
-                for i, (kind, background) in enumerate(kinds.items())
-            }
+            trainer = build(name, os.path.join(model_dir, "run"), params=args.gin_param)
             for round_ in range(1, args.rounds + 1):
-                for kind, trainer in trainers.items():
-                    chunk = chunk_rate(trainer, steps=CHUNK, repeats=3)  # moves weights on
-                    trainer.checkpoints.latest.save(int(trainer.step.numpy()))  # resume here
-                    delivered = delivered_rate(trainer, args.updates)
-                    print(
-                        f"| {name} | {kind} | {round_} | {chunk:,.0f} | {delivered:,.0f} "
-                        f"| {delivered / chunk:.0%} |",
-                        flush=True,
-                    )
+                chunk = chunk_rate(trainer, steps=CHUNK, repeats=3)  # moves weights on
+                trainer.checkpoints.latest.save(int(trainer.step.numpy()))  # resume here
+                delivered = delivered_rate(trainer, args.updates)
+                print(
+                    f"| {name} | {round_} | {chunk:,.0f} | {delivered:,.0f} "
+                    f"| {delivered / chunk:.0%} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

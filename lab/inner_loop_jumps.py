@@ -100,8 +100,13 @@ def ring_states(caught: str) -> list[tuple[int, float, str]]:
 def _step(learner, state, loss_fn, support, rate: float):
     """The learner's own inner step of phi on `loss_fn` (per task, [B]) at `rate`: the
     stepped state and the loss before the step."""
-    (stepped,), loss = learner.inner_step(
-        [state.context], lambda v: loss_fn(state.replace(context=v[0]), *support), [rate]
+    from viable_tf.learners.gradient import gradient_step
+
+    (stepped,), loss = gradient_step(
+        [state.context],
+        lambda v: loss_fn(state.replace(context=v[0]), *support),
+        [rate],
+        first_order=learner.first_order,
     )
     return state.replace(context=stepped), loss
 

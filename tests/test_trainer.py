@@ -1,6 +1,5 @@
 """Meta-training: exact resume after a kill, non-finite losses, early stopping."""
 
-import concurrent.futures
 import dataclasses
 import json
 import os
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tolerances import assert_within_ulps
 
 from viable_tf.cli import train as train_cli
@@ -318,54 +316,42 @@ def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
         PerformanceSpec(tasks_per_pass=0)
 
 
-def test_checkpoint_writer_writes_what_the_manager_writes(tmp_path):
+def test_a_checkpoint_series_is_the_managers_with_the_wall_clock_beside_it(tmp_path):
+    """viable-train's checkpoints are tf.train.CheckpointManager's (the newest kept, the
+    record `latest_checkpoint` reads, relative names so a moved run still resumes), with
+    the run's wall-clock at each save recorded beside them."""
     import shutil
 
-    from viable_tf.training.checkpoints import CheckpointWriter
+    from viable_tf.training.checkpoints import CheckpointSeries, WallClock
 
     def fresh(value):
         return tf.train.Checkpoint(
             w=tf.Variable(tf.fill([3, 2], value)), step=tf.Variable(7, dtype=tf.int64)
         )
 
-    ours = CheckpointWriter(fresh(1.5), str(tmp_path / "ours"), max_to_keep=2)
-    theirs = tf.train.CheckpointManager(fresh(1.5), str(tmp_path / "theirs"), max_to_keep=2)
+    clock = WallClock()
+    clock.before = 100.0
+    series = CheckpointSeries(fresh(1.5), str(tmp_path / "run"), max_to_keep=2, clock=clock)
     for number in (100, 200, 300):
-        ours.save(checkpoint_number=number)
-        theirs.save(checkpoint_number=number)
-    assert tf.train.latest_checkpoint(str(tmp_path / "ours")) == ours.latest_checkpoint
-    assert ours.latest_checkpoint.endswith("ckpt-300")
-    indexes = [  # the checkpoints kept (the graph call writes two data shards, not one)
-        sorted(n for n in os.listdir(tmp_path / side) if n.endswith(".index"))
-        for side in ("ours", "theirs")
-    ]
-    assert indexes[0] == indexes[1] == ["ckpt-200.index", "ckpt-300.index"]
-    mine, manager = (tf.train.load_checkpoint(c.latest_checkpoint) for c in (ours, theirs))
-    keys = mine.get_variable_to_shape_map()
-    assert keys == manager.get_variable_to_shape_map()
-    for key in keys:
-        if not key.startswith("save_counter"):  # the manager counts its saves
-            np.testing.assert_array_equal(mine.get_tensor(key), manager.get_tensor(key))
-    # Either restores into the other's kind of object, every value matched.
+        series.save(checkpoint_number=number)
+    assert series.latest_checkpoint == str(tmp_path / "run" / "ckpt-300")
+    assert tf.train.latest_checkpoint(str(tmp_path / "run")) == series.latest_checkpoint
+    kept = sorted(n for n in os.listdir(tmp_path / "run") if n.endswith(".index"))
+    assert kept == ["ckpt-200.index", "ckpt-300.index"]
+    recorded = WallClock.read(str(tmp_path / "run"))
+    assert set(recorded) == {"100", "200", "300"} and recorded["300"] >= 100.0
     back = fresh(0.0)
-    back.restore(theirs.latest_checkpoint).assert_consumed()
-    back = fresh(0.0)
-    back.restore(ours.latest_checkpoint).assert_consumed()
+    back.restore(series.latest_checkpoint).assert_consumed()
     np.testing.assert_array_equal(back.w.numpy(), np.full([3, 2], 1.5, np.float32))
-    # The record names checkpoints relative to the folder: a moved run still resumes,
-    # and a writer opened on it goes on with the kept ones.
-    shutil.move(str(tmp_path / "ours"), str(tmp_path / "moved"))
+    shutil.move(str(tmp_path / "run"), str(tmp_path / "moved"))
     moved = str(tmp_path / "moved")
     assert tf.train.latest_checkpoint(moved) == os.path.join(moved, "ckpt-300")
-    again = CheckpointWriter(fresh(2.0), moved, max_to_keep=2)
+    again = CheckpointSeries(fresh(2.0), moved, max_to_keep=2)
     again.save(checkpoint_number=400)
-    assert tf.train.get_checkpoint_state(moved).all_model_checkpoint_paths == [
-        os.path.join(moved, "ckpt-300"),
-        os.path.join(moved, "ckpt-400"),
-    ]
+    assert again.latest_checkpoint == os.path.join(moved, "ckpt-400")
     assert not any(name.startswith("ckpt-200") for name in os.listdir(moved))
     with pytest.raises(ValueError, match="max_to_keep must be >= 1"):
-        CheckpointWriter(fresh(0.0), moved, max_to_keep=0)
+        CheckpointSeries(fresh(0.0), moved, max_to_keep=0)
 
 
 def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(tmp_path, capsys):
@@ -382,77 +368,6 @@ def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(
     assert trainer.train_chunk is trainer.train_chunk  # built once
     with pytest.raises(ValueError, match=r"jit_compile must be True, False or 'auto', got 'yes'"):
         PerformanceSpec(jit_compile="yes")
-
-
-class _HeldExecutor(concurrent.futures.Executor):
-    """Runs what it is given only at `release()`: the training thread's next moves are
-    made while a write waits, deterministically."""
-
-    def __init__(self):
-        self.held = []
-
-    def submit(self, fn, *args):
-        future = concurrent.futures.Future()
-        self.held.append((future, fn, args))
-        return future
-
-    def release(self):
-        for future, fn, args in self.held:
-            try:
-                future.set_result(fn(*args))
-            except Exception as error:  # handed to whoever waits
-                future.set_exception(error)
-        self.held = []
-
-
-def _object_graph(path):
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return graph
-
-
-def test_a_checkpoint_written_in_the_background_is_the_snapshot_written_in_place(tmp_path):
-    """The write waits while the trainer moves on: the files hold the values of the
-    moment of `save`, with the object graph (names, shared objects, full names) that the
-    synchronous write gives; they restore every object; a failed write is raised."""
-    from viable_tf.training.checkpoints import CheckpointWriter
-
-    trainer = _trainer(tmp_path / "run", learner=lambda **kw: VIABLE(**kw))
-    trainer.train_chunk(tf.constant(3))
-    state = trainer.checkpoints.latest.checkpoint
-    in_place = CheckpointWriter(state, str(tmp_path / "in_place"), max_to_keep=1).save(3)
-    held = _HeldExecutor()
-    background = CheckpointWriter(
-        state, str(tmp_path / "background"), max_to_keep=1, background=held
-    )
-    prefix = background.save(3)
-    trainer.train_chunk(tf.constant(2))  # the variables move while the write waits
-    assert not os.path.exists(tmp_path / "background")
-    held.release()
-    assert background.latest_checkpoint == prefix == str(tmp_path / "background" / "ckpt-3")
-    written, expected = checkpoint_values(prefix), checkpoint_values(in_place)
-    assert written.keys() == expected.keys() and len(written) == 3 * len(trainer.variables) + 7
-    for key, value in expected.items():
-        np.testing.assert_array_equal(written[key], value, err_msg=key)
-    assert _object_graph(prefix) == _object_graph(in_place)
-    fresh = _trainer(tmp_path / "fresh", learner=lambda **kw: VIABLE(**kw), seed=9)
-    fresh.checkpoints.latest.checkpoint.restore(prefix).assert_consumed()
-    assert int(fresh.optimizer.iterations.numpy()) == 3 and int(trainer.step.numpy()) == 5
-    # A write that fails is raised on the training thread, at the next wait.
-    (tmp_path / "blocked").write_text("a file where the folder should be")
-    failing = CheckpointWriter(
-        state, str(tmp_path / "blocked" / "ckpt"), max_to_keep=1, background=held
-    )
-    failing.save(5)
-    held.release()
-    with pytest.raises((OSError, tf.errors.OpError)):
-        failing.wait()
-    # Objects that write something other than variables are not snapshotted.
-    iterator = iter(tf.data.Dataset.range(3))
-    with pytest.raises(ValueError, match="cannot snapshot it"):
-        CheckpointWriter(
-            tf.train.Checkpoint(it=iterator), str(tmp_path / "it"), max_to_keep=1, background=held
-        )
 
 
 def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path):

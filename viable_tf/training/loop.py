@@ -82,8 +82,6 @@ def train(
                     ran, *segments, first_bad = trainer.train_chunk(tf.constant(chunk))
                     ran, first_bad = int(ran), int(first_bad)  # waits for the chunk
                 seconds = time.perf_counter() - start_time
-                if first_bad >= 0:  # its message names the last checkpoint written
-                    trainer.checkpoints.wait()
                 errors.check_finite(trainer.run_dir.checkpoints, step, first_bad)
                 trainer.summaries.points(np.int64(step), *segments, np.float32(ran / seconds))
                 step += ran
@@ -98,5 +96,5 @@ def train(
             figure_writer.write(wait=True)
         finally:
             bar.close()
-            trainer.checkpoints.close()  # the writes in the background finished
+            trainer.checkpoints.close()  # a worker's temporary folder goes
     writer.flush()

@@ -71,15 +71,12 @@ class PerformanceSpec:
         XLA where a meta-gradient measured at start-up runs faster so (logged). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
-      checkpoint_in_background: write checkpoints from a snapshot on a thread of their
-        own (one device only; checkpoints.py), not on the training thread.
     """
 
     steps_per_call: int = 500
     draw_ahead: int | None = None
     tasks_per_pass: int | None = None
     jit_compile: bool | str = True
-    checkpoint_in_background: bool = True
 
     def __post_init__(self) -> None:
         if self.jit_compile not in (True, False, "auto"):

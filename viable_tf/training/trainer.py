@@ -15,8 +15,8 @@ Around the compiled chunks, the Python loop (loop.py) does as little as it can o
 training thread: a call of the compiled function runs up to the next step a periodic
 job is due at (a validation: 500 updates) and returns the losses summed per 100
 updates, so that summaries keep their points; the periodic jobs are triggers
-(triggers.py) run between chunks; on one device, checkpoints are written from a
-snapshot on a thread of their own.
+(triggers.py) run between chunks; checkpoints are written by TensorFlow's
+CheckpointManager (checkpoints.py).
 
 This module wires the pieces, one concern each: the meta-gradient (meta_gradient.py:
 shares, passes, the all-reduce, clipping), the compiled chunk (chunk.py: the task stream
@@ -155,7 +155,6 @@ class Trainer:
             tf.train.Checkpoint(learner=self.learner, step=self.step),
             chief=self.chief,
             keep=evaluation.keep_checkpoints,
-            background=performance.checkpoint_in_background and not distributed,
         )
         self.summaries = summaries.TrainingSummaries(
             model_dir, chief=self.chief, metric=self.validate.metric
