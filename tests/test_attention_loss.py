@@ -102,6 +102,7 @@ def test_k_zero_and_one(k):
         assert np.all(np.isfinite(prediction)) and not np.allclose(prediction, unadapted)
 
 
+@pytest.mark.slow
 def test_a_bad_attention_config_is_one_line_on_the_console():
     """The whole process prints one line (no TensorFlow lines, no traceback)."""
     result = subprocess.run(

@@ -4,6 +4,7 @@ an uninterrupted one."""
 import json
 
 import numpy as np
+import pytest
 from conftest import checkpoint_values, load_tool
 
 from viable_tf.learners import CAVIA
@@ -28,6 +29,7 @@ def _train(model_dir, num_steps):
     ).train()
 
 
+@pytest.mark.slow
 def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     carry = _tool()
     _train(tmp_path / "straight" / "runs" / "cavia", 60)

@@ -128,6 +128,7 @@ def trained(leo_root, tmp_path_factory):
     return run, record
 
 
+@pytest.mark.slow
 @pytest.mark.float_sensitive
 def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(trained):
     _, record = trained
@@ -142,6 +143,7 @@ def test_meta_training_learns_above_chance_and_keeps_the_best_accuracy(trained):
     assert 0 < record["best_validation_accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_the_probes_score_a_trained_run_on_the_test_protocols_episodes(trained, leo_root):
     """Not a training outcome (the trained run's own numbers, found again by each probe):
     the same on every float path, so run once."""
@@ -305,6 +307,7 @@ def test_a_cosine_config_is_its_prototype_config_on_normalised_skip_features(con
     "config",
     ["gin/omniglot/cavia_proto_20way1shot.gin", "gin/mini_imagenet/maml_proto_5way5shot.gin"],
 )
+@pytest.mark.slow
 def test_prototype_configs_build_and_train(config, config_data, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     dim = 640 if "mini_imagenet" in config else 64
@@ -428,6 +431,7 @@ def test_export_with_a_frozen_featurizer_takes_raw_inputs(tmp_path):
     assert no_query["classes"].shape == (2, 0) and no_query["logits"].shape == (2, 0, 5)
 
 
+@pytest.mark.slow
 def test_batched_serving_fails_only_the_request_with_a_bad_label(tmp_path):
     import grpc
     from serving_harness import RunningServer, model_config

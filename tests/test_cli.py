@@ -44,6 +44,7 @@ def trained_run(tmp_path_factory):
     return model_dir, result
 
 
+@pytest.mark.slow
 def test_train_writes_results_config_events_and_checkpoints(trained_run):
     model_dir, result = trained_run
     record = json.loads((model_dir / "results.json").read_text())
@@ -63,6 +64,7 @@ def test_train_writes_results_config_events_and_checkpoints(trained_run):
     assert f"the checkpoint of meta-update {best:,} of 300 trained)" in result.stdout
 
 
+@pytest.mark.slow
 def test_eval_reproduces_the_training_number_and_takes_any_k(trained_run, run_cli):
     model_dir, _ = trained_run
     record = json.loads((model_dir / "results.json").read_text())
@@ -146,6 +148,7 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, run_
     assert len(lines) == 1 and "not finite" in lines[0] and "at meta-update" in lines[0]
 
 
+@pytest.mark.slow
 def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp_path, run_cli):
     model_dir, _ = trained_run
     argv = [f"--model_dir={model_dir}", f"--export_base={tmp_path}"]

@@ -111,6 +111,7 @@ def test_the_svm_dual_matches_scipys_solution_of_the_same_qp(c):
     assert np.all(alpha <= c * one_hot + 1e-6) and np.allclose(alpha.sum(1), 0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_svm_head_separates_separable_classes_and_passes_gradients():
     x = tf.constant([[[2.0, 0.0], [0.0, 2.0], [-2.0, -2.0]]])  # [1, 3, 2]
     labels = tf.constant([[0, 1, 2]])
@@ -395,6 +396,7 @@ def test_each_comparator_fits_an_episode(name):
     assert losses[-1] < 0.75 * losses[0], (name, losses)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COMPARATORS))
 def test_each_comparator_exports_and_answers_as_the_learner(name, tmp_path):
     """serving_default and serving_png answer as the learner in memory (its weights after

@@ -178,6 +178,7 @@ def _curve(driver, series: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+@pytest.mark.slow
 def test_the_page_is_served_beside_the_api_and_turned_off_by_flag(server, tmp_path):
     page = requests.get(server.rest_url + "/demo", timeout=30)
     assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
@@ -208,6 +209,7 @@ def test_the_page_is_served_beside_the_api_and_turned_off_by_flag(server, tmp_pa
         running.stop()
 
 
+@pytest.mark.slow
 def test_clicked_points_bend_the_served_curve(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -333,6 +335,7 @@ def _glyph(path, kind: int, longer: int) -> np.ndarray:
     return image
 
 
+@pytest.mark.slow
 def test_drawings_are_classified_by_the_served_model(classifier_server, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -412,6 +415,7 @@ def _draw(driver, strokes):
         actions.release().perform()
 
 
+@pytest.mark.slow
 def test_a_drawing_on_the_pad_is_classified_as_grpc_answers_for_its_png(
     image_server, browser, tmp_path
 ):

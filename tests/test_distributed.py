@@ -44,6 +44,7 @@ CLIPS = ("10", "0.02")
 LOSS_ULPS, GRADIENT_ULPS, WEIGHT_ULPS = 16, 64, 8
 
 
+@pytest.mark.slow
 @pytest.mark.float_sensitive
 @pytest.mark.parametrize("clip", CLIPS, ids=["clipping idle", "clipping active"])
 def test_mirrored_meta_update_equals_single_device(clip, mirrored_checks):
@@ -75,6 +76,7 @@ def test_mirrored_meta_gradient_in_passes_equals_single_device(mirrored_checks):
 # arithmetic is that check's (one device with XLA against two replicas' kernels, the
 # gradient summed over two, a + b in either order), which the other float paths rerun;
 # what only this test adds, two processes that agree over gRPC, is not a float path's.
+@pytest.mark.slow
 def test_two_workers_give_the_single_device_update(tmp_path, run_cli, monkeypatch):
     # The one-device reference trains in this process (one TensorFlow start fewer, on
     # every float path the suite runs): the same command, read from its checkpoint.

@@ -7,11 +7,13 @@ import signal
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import checkpoint_values
 from worker_harness import _workers
 
 
+@pytest.mark.slow
 def test_killed_worker_stops_the_job_and_restart_resumes_bit_exactly(tmp_path):
     params = ("NUM_STEPS=200", "EvaluationSpec.eval_every=50", "PerformanceSpec.steps_per_call=10")
     straight, model_dir = tmp_path / "straight", tmp_path / "run"

@@ -18,6 +18,7 @@ from viable_tf.cli import train as train_cli
 TRAJECTORY_RTOL = 2e-3
 
 
+@pytest.mark.slow
 @pytest.mark.float_sensitive
 def test_a_seed_trains_nearly_the_same_with_xla_on_one_device_and_mirrored(
     tmp_path, run_cli, monkeypatch

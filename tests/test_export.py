@@ -136,6 +136,7 @@ def test_graph_uses_standard_ops_only(exported):
     assert "MatMul" in ops or "BatchMatMulV2" in ops
 
 
+@pytest.mark.slow
 def test_saved_model_cli_lists_the_signatures(exported):
     _, path = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -182,6 +183,7 @@ def test_versions_number_up_and_are_never_overwritten(tmp_path):
     assert set(signatures["serving_default"].structured_outputs) == {"predictions"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["attviable", "maml_relviable"])
 def test_beyond_the_paper_learners_export_and_match(method, tmp_path):
     from viable_tf.learners import MAMLVIABLE

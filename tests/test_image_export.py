@@ -85,6 +85,7 @@ def _call(loaded, signature, **inputs):
     return {k: v.numpy() for k, v in outputs.items()}
 
 
+@pytest.mark.slow
 def test_the_png_signature_answers_exactly_as_the_tensor_one(loaded):
     support_x, support_y, query_x, _ = _episode()
     tensors = _call(
@@ -212,6 +213,7 @@ def test_the_export_names_its_signatures_examples_and_licence(export):
         assert "MIT License" in f.read()
 
 
+@pytest.mark.slow
 def test_served_over_grpc_and_rest_as_pngs_and_tensors_alike(server, client, loaded):
     support_x, support_y, query_x, _ = _episode(seed=3)
     local = _call(
@@ -429,6 +431,7 @@ def test_a_huge_png_payload_is_refused_by_the_size_limit(server, client):
     assert answer.status_code == 429 and "--max_request_bytes" in answer.json()["error"]
 
 
+@pytest.mark.slow
 def test_batched_png_requests_answer_each_exactly(export, loaded):
     running = RunningServer(
         ServerOptions(

@@ -317,6 +317,7 @@ def test_a_bad_file_is_named_or_skipped_and_small_classes_skipped_when_asked(tmp
     assert tasks.skipped_classes == ["group 0/clé 00"]
 
 
+@pytest.mark.slow
 def test_one_command_trains_on_a_folder_and_the_export_takes_pngs(folder, tmp_path, run_cli):
     """images/protonet.gin as the README shows it, a few meta-updates: results with a CI,
     then an export whose serving_png answers as its tensor signature; a bad folder stops
@@ -483,6 +484,7 @@ def test_a_tfds_dataset_by_name_gives_the_same_kind_of_episodes(tmp_path):
 OMNIGLOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "..", "shared", "data")
 
 
+@pytest.mark.slow
 def test_omniglots_zips_are_an_image_folder_split_and_drawn_as_the_protocol_does():
     """gin/images/omniglot.gin over Omniglot's zips: the characters of each split are
     those the end-to-end pipeline (datasets/omniglot.py) reads, a character's drawings

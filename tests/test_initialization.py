@@ -101,6 +101,7 @@ def test_relu_loss_network_is_homogeneous_under_keras_init_only():
             assert np.allclose(scaled, c * base, rtol=1e-5, atol=1e-6) == homogeneous, init
 
 
+@pytest.mark.slow
 def test_relu_loss_network_biases_never_change_in_meta_training(tmp_path):
     trainer = Trainer(
         model_dir=str(tmp_path),

@@ -2,6 +2,7 @@
 and keeps the states before a jump; `anatomy`'s inner loop is the learner's own."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from lab import inner_loop_jumps
@@ -11,6 +12,7 @@ from viable_tf.networks import RelationLossNetwork
 from viable_tf.tasks import TaskBatch
 
 
+@pytest.mark.slow
 def test_catch_keeps_the_ring_before_the_jump_and_leaves_the_run_alone(tmp_path, run_cli, capsys):
     run, out = tmp_path / "run", tmp_path / "out"
     argv = [

@@ -160,6 +160,7 @@ def test_task_data_are_constants_of_the_meta_update():
 OVERFIT_STEPS, OVERFIT_RATIO, DIVERGENCE_RATIO = 400, 0.25, 1.5
 
 
+@pytest.mark.slow
 @pytest.mark.float_sensitive
 def test_overfits_one_fixed_batch(make_learner, tmp_path):
     """Trained as the product trains (the Trainer's Adam at 1e-3, its elementwise

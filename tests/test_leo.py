@@ -199,6 +199,7 @@ def test_the_support_sets_order_changes_nothing(name):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LEARNERS))
 def test_the_learner_contract(name):
     learner = _learner(name)
@@ -375,6 +376,7 @@ def test_leo_configs_build(config, config_data, tmp_path, monkeypatch):
         assert learner.encoder_penalty_weight == table["encoder"]
 
 
+@pytest.mark.slow
 def test_a_leo_config_trains(config_data, tmp_path, monkeypatch):
     """LEO + relVIABLE under XLA, two meta-updates of the trainer's compiled chunk (the
     other configs build above). One latent and one fine-tuning step instead of 5 + 5: each
@@ -469,6 +471,7 @@ class _SometimesNaN(LEO):
         return tf.where(batch_seed(batch)[0] % 2 == 0, np.nan, loss), metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fall_back", [True, False])
 def test_a_nan_meta_update_takes_the_fallback_or_stops_training(fall_back, config_data, tmp_path):
     from viable_tf.tasks.classification import FewShotEpisodes

@@ -4,9 +4,11 @@ so that the suite's workers run the notebooks side by side."""
 
 import os
 
+import pytest
 from test_notebooks import REPO, _images, _outputs, execute
 
 
+@pytest.mark.slow
 def test_the_images_notebook_goes_from_a_folder_to_a_served_classifier():
     notebook = execute(
         os.path.join(REPO, "notebooks", "images.ipynb"), {"STEPS": 40, "TEST_EPISODES": 40}

@@ -4,11 +4,13 @@ its DATA_DIR parameter, at a small budget."""
 
 import os
 
+import pytest
 from test_notebooks import REPO, _images, _outputs, execute
 
 DATA_DIR = os.path.abspath(os.path.join(REPO, "..", "shared", "data", "omniglot"))
 
 
+@pytest.mark.slow
 def test_the_omniglot_notebook_runs():
     notebook = execute(
         os.path.join(REPO, "notebooks", "omniglot.ipynb"),

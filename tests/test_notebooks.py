@@ -6,6 +6,7 @@ import os
 import sys
 
 import nbformat
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "notebooks"))
@@ -39,6 +40,7 @@ def test_the_committed_notebooks_carry_the_outputs_of_a_run():
         assert _images(notebook) >= 1, name
 
 
+@pytest.mark.slow
 def test_the_quickstart_runs(tmp_path):
     notebook = execute(os.path.join(REPO, "notebooks", "quickstart.ipynb"), {"STEPS": 150})
     text = _outputs(notebook)

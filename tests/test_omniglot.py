@@ -62,6 +62,7 @@ def test_preprocessing_and_features_in_leo_format(splits, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_viable_omniglot_end_to_end_and_the_export_serves_raw_images(tmp_path, monkeypatch, capsys):
     work = tmp_path / "work"
     command = [

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import sysconfig
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -17,6 +19,7 @@ def _run(command, **kwargs):
     return result
 
 
+@pytest.mark.slow
 def test_wheel_in_a_fresh_venv_trains_from_another_directory(tmp_path):
     # Built from a copy of the sources alone: a checkout's own build/ folder (setuptools
     # reuses it) or runs could otherwise leak into the wheel.

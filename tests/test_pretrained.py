@@ -31,6 +31,7 @@ def test_the_listing_names_each_model_its_base_path_and_its_figure(capsys):
         assert os.path.isfile(os.path.join(pretrained.base_path(name), "1", "saved_model.pb"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(pretrained.MODELS))
 def test_the_served_model_is_as_accurate_as_reported_on_held_out_episodes(name):
     """Over gRPC, drawings of the test alphabets as read: the mean accuracy of EPISODES

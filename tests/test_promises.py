@@ -79,6 +79,7 @@ def _tool_stderr(*args, env_verbosity=None):
     return [line for line in result.stderr.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_verbosity_zero_prints_only_the_tools_own_line_and_two_lets_tensorflow_speak():
     quiet = _tool_stderr()
     assert len(quiet) == 1 and "/no/such/run" in quiet[0], quiet

@@ -79,6 +79,7 @@ def test_every_measured_record_has_a_command_that_a_shell_and_its_program_accept
     assert len(measured()) > 300
 
 
+@pytest.mark.slow
 def test_every_record_command_builds_on_todays_code(stand_ins, tmp_path):
     """Parses each training's gin, and builds one of each group (records that differ only
     by a number) as viable-train would: the learner, the tasks, the trainer."""

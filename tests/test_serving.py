@@ -88,6 +88,7 @@ def _good_request_succeeds(client):
 # -- answers ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grpc_predict_matches_the_model(client, model):
     learner, _ = model
     support_x, support_y, query_x = _tasks(b=3)
@@ -551,6 +552,7 @@ def test_unimplemented_rpcs(client):
 # -- versions ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_new_version_swaps_in_without_dropping_requests_and_broken_one_is_reported(tmp_path):
     base = tmp_path / "viable"
     learner = VIABLE(input_dim=1, output_dim=1)
@@ -641,6 +643,7 @@ def _reload(client, base: str, versions, **labels) -> None:
     client.models.HandleReloadConfigRequest(request, timeout=120)
 
 
+@pytest.mark.slow
 def test_canary_then_stable_over_grpc_and_rest_with_batching_drops_nothing(tmp_path):
     """The TF Serving way to roll out a version: load it beside the old one (canary),
     then move the `stable` label to it by a config reload. Traffic by label over both

@@ -87,6 +87,7 @@ def test_malformed_config_file_names_the_file_and_the_problem(tmp_path, base):
         )
 
 
+@pytest.mark.slow
 def test_viable_serve_command_serves_and_stops_on_sigterm(base, tmp_path):
     command = [
         os.path.join(os.path.dirname(sys.executable), "viable-serve"),

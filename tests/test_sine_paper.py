@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from viable_tf.experiments import sine_paper, sine_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +46,7 @@ def test_plan_covers_every_experiment():
     assert "investigation/keras_init_relu" not in {run.name for run in some}
 
 
+@pytest.mark.slow
 def test_miniature_reproduction_end_to_end(tmp_path, monkeypatch, run_cli):
     work, report = tmp_path / "work", tmp_path / "report"
     command = [

@@ -5,9 +5,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_and_a_hung_test_fail_the_run_instead_of_hanging(tmp_path):
     """Run with the project's pytest configuration (its addopts and timeout method), as
     the README runs the suite (-n 2 --dist loadfile): a C++ abort in one file and a hang

@@ -65,6 +65,7 @@ def test_stacked_tasks_equal_the_model_task_by_task():
     )
 
 
+@pytest.mark.slow
 def test_maml_on_a_conv_net_gets_the_loops_meta_gradient():
     """Second order through two inner steps: the stacked path and the per-task loop
     (the chain switched off) give the same meta-loss and meta-gradient."""

@@ -52,6 +52,7 @@ def _trainer(model_dir, **kwargs):
     return Trainer(model_dir=str(model_dir), **{**defaults, **kwargs})
 
 
+@pytest.mark.slow
 def test_checkpoint_holds_every_weight_and_optimizer_slot(tmp_path):
     trainer = _trainer(tmp_path, learner=lambda **kw: VIABLE(**kw))
     trainer.train()
@@ -82,6 +83,7 @@ def _train_command(model_dir):
     return [sys.executable, "-m", "viable_tf.cli.train", *_train_argv(model_dir)]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_state_as_an_uninterrupted_one(tmp_path, run_cli):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -171,6 +173,7 @@ def test_early_stopping_keeps_the_best_checkpoint_and_stays_stopped(tmp_path):
     assert int(again.step.numpy()) == 300
 
 
+@pytest.mark.slow
 def test_summaries_and_operative_config_are_written(tmp_path):
     trainer = _trainer(
         tmp_path, learner=lambda **kw: VIABLE(loss_network=RelationLossNetwork, **kw)
@@ -201,6 +204,7 @@ def test_learning_rate_schedule_is_staircase_decay():
     np.testing.assert_allclose(rates, [1e-3, 1e-3, 9e-4, 8.1e-4], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_load_run_restores_learner_and_tasks_without_a_trainer(tmp_path, monkeypatch):
     from viable_tf.config import load_run, parse
     from viable_tf.training import experiment
@@ -269,6 +273,7 @@ def test_meta_gradients_are_clipped_elementwise_as_numpy_clips_the_tape(tmp_path
         np.testing.assert_allclose(got.numpy(), np.clip(expected, -bound, bound), atol=1e-7)
 
 
+@pytest.mark.slow
 def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
     """Drawing the tasks of many updates in one go changes nothing but the speed: without
     XLA (whose fusion may round differently) the weights are bit for bit the same."""
@@ -287,6 +292,7 @@ def test_tasks_drawn_ahead_are_each_updates_own_tasks(tmp_path):
         PerformanceSpec(draw_ahead=0)
 
 
+@pytest.mark.slow
 @pytest.mark.float_sensitive
 def test_meta_gradient_in_passes_is_the_whole_batch_one(tmp_path):
     """`tasks_per_pass` changes the memory, not the update: relVIABLE's meta-gradient over
@@ -354,6 +360,7 @@ def test_a_checkpoint_series_is_the_managers_with_the_wall_clock_beside_it(tmp_p
         CheckpointSeries(fresh(0.0), moved, max_to_keep=0)
 
 
+@pytest.mark.slow
 def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(tmp_path, capsys):
     """'auto' costs nothing at construction; the first chunk measures a meta-gradient with
     XLA and on TensorFlow's kernels, logs both times and the choice, and trains on it."""
@@ -370,6 +377,7 @@ def test_jit_compile_auto_measures_both_paths_at_the_first_chunk_and_says_which(
         PerformanceSpec(jit_compile="yes")
 
 
+@pytest.mark.slow
 def test_summary_points_every_summary_every_updates_within_a_long_call(tmp_path):
     """One compiled call runs up to the validation, yet the training curves keep a point
     every `summary_every` updates (and one at the end), each the mean of its updates."""

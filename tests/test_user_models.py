@@ -149,6 +149,7 @@ def test_functional_maml_equals_the_builtin_maml_on_the_same_mlp():
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_user_model_trains_exports_and_serves(tmp_path):
     keras.utils.set_random_seed(2)
     model_dir = tmp_path / "run"
