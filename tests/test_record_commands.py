@@ -148,3 +148,22 @@ def test_commands_are_written_as_a_person_types_them():
     assert commands.quote("--methods=cavia") == "--methods=cavia"
     words = ["viable-train", "--gin_param=X='a'", "--model_dir=M"]
     assert commands.steps(commands.join(words)) == [words]
+
+
+def test_rerun_names_each_tables_commands_once_and_finds_each_cells_result(capsys):
+    from results import rerun
+
+    assert rerun.main(["sine_step", "--dry_run"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ ")]
+    assert len(printed) == len(set(printed)) == 18  # 6 methods x 3 seeds, each run once
+    assert all(commands.builds(line[2:]) for line in printed)
+    record = {
+        "setting": "vark_K4_seed0",
+        "config": "sine/cavia_vark.gin",
+        "command": "viable-train --gin_file=sine/cavia_vark.gin --model_dir=M "
+        "&& viable-eval --model_dir=M --num_support=4",
+    }
+    run_dir, k = rerun._cell_run(record, commands.builds(record["command"]))
+    assert run_dir.endswith("/M") and k == 4
+    with pytest.raises(SystemExit, match="no table named 'nope'"):
+        rerun.main(["nope"])
