@@ -64,9 +64,12 @@ def chain_of_known_layers(model: keras.Model) -> list[keras.layers.Layer] | None
     convolutions = any(isinstance(layer, keras.layers.Conv2D) for layer in layers)
     if convolutions and not grouped_gradients_supported():
         return None
+    # How many times each layer is called, from the model's public config: a chain calls
+    # each once, on what the layer before it gave.
+    calls = {entry["name"]: len(entry["inbound_nodes"]) for entry in model.get_config()["layers"]}
     previous = model.inputs[0]
     for layer in layers:
-        if len(layer._inbound_nodes) != 1 or layer.input is not previous:
+        if calls.get(layer.name) != 1 or layer.input is not previous:
             return None
         if isinstance(layer, (keras.layers.Conv2D, *POOLING)) and (
             layer.data_format != "channels_last"
