@@ -330,3 +330,29 @@ def test_the_architecture_pages_examples_of_a_new_learner_and_head_work():
         loss, _ = cavia.meta_loss(batch)
     (grad,) = tape.gradient(loss, [v for v in cavia.trainable_variables if v.name == "head_scale"])
     assert np.isfinite(loss.numpy()) and grad is not None
+
+
+#: Public names that begin with an underscore: a namedtuple's methods, os._exit.
+PUBLIC_UNDERSCORED = {"_asdict", "_replace", "_fields", "_make", "_exit"}
+
+
+@pytest.mark.parametrize("package", ["viable_tf", "serving"])
+def test_no_private_attribute_of_another_object_is_used(package):
+    """The library and the server use no private API of TensorFlow, Keras, aiohttp or each
+    other (`x._name` where x is not self or cls); where a private call would buy speed, a
+    benchmark has to show it is worth more than 10% first (docs/PERFORMANCE.md)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True)):
+        if path.endswith("_pb2.py"):
+            continue
+        for node in ast.walk(ast.parse(_read(path))):
+            private = (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in PUBLIC_UNDERSCORED
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            )
+            if private:
+                found.append(f"{os.path.relpath(path, REPO)}:{node.lineno} {ast.unparse(node)}")
+    assert not found, found
