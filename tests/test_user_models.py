@@ -377,3 +377,21 @@ def test_an_end_to_end_episode_that_cannot_be_drawn_stops_at_start(
 @pytest.fixture(scope="module")
 def omniglot_images(tmp_path_factory):
     return str(write_fake_omniglot(tmp_path_factory.mktemp("omniglot")))
+
+
+def test_a_subclassed_model_gives_no_penultimate_features_and_says_so():
+    """What a user's model offers is read in one place (task_stacked.is_graph_of_layers):
+    a subclassed model has no graph of layers to take the penultimate features from."""
+    from viable_tf.networks.keras_model import UserNetwork
+
+    class Subclassed(keras.Model):
+        def __init__(self, units):
+            super().__init__()
+            self.dense = keras.layers.Dense(units)
+
+        def call(self, x):
+            return self.dense(x)
+
+    network = UserNetwork(Subclassed(1), input_dim=1, output_dim=1, context_dim=0)
+    with pytest.raises(ValueError, match="this one is subclassed or has no layers"):
+        _ = network.penultimate_dim

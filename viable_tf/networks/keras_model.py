@@ -97,6 +97,8 @@ class UserNetwork(keras.layers.Layer):
         # Without a context, a chain of standard layers runs per-task weights stacked.
         chain = None if context_dim else task_stacked.chain_of_known_layers(model)
         object.__setattr__(self, "_chain", chain)  # the model's own layers: not re-tracked
+        # The two-output model of `_with_penultimate`, built when first asked for.
+        object.__setattr__(self, "_dual", None)
 
     def _inputs(self, x, context):
         return [x, context] if self.context_dim else x
@@ -158,15 +160,18 @@ class UserNetwork(keras.layers.Layer):
     @property
     def _with_penultimate(self) -> keras.Model:
         """The same layers with two outputs: the model's, and its last layer's input."""
-        if getattr(self, "_dual", None) is None:
-            last = self.model.layers[-1] if self.model.layers else None
+        if self._dual is None:
+            needs = (
+                "penultimate features need a functional Keras model whose last layer "
+                "is called once (keras.Model(inputs, outputs))"
+            )
+            if not self.model.layers or not task_stacked.is_graph_of_layers(self.model):
+                raise ValueError(f"{needs}; this one is subclassed or has no layers")
+            last = self.model.layers[-1]
             try:
                 dual = keras.Model(self.model.inputs, [self.model.outputs[0], last.input])
-            except (AttributeError, TypeError, ValueError) as error:
-                raise ValueError(
-                    "penultimate features need a functional Keras model whose last layer "
-                    f"is called once (keras.Model(inputs, outputs)); this one: {error}"
-                ) from None
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{needs}; this one: {error}") from None
             if len(dual.outputs[1].shape) != 2:
                 raise ValueError(
                     f"the model's last layer takes {dual.outputs[1].shape}; penultimate "

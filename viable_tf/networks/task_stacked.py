@@ -49,13 +49,18 @@ def grouped_gradients_supported() -> bool:
     return True
 
 
+def is_graph_of_layers(model: keras.Model) -> bool:
+    """Whether a user's Keras model is a graph of layers (functional or Sequential): Keras
+    gives those a list of `inputs` and a subclassed model none. The one place the library
+    asks a model it did not make what it is (its own parts declare what they offer)."""
+    return isinstance(getattr(model, "inputs", None), list)
+
+
 def chain_of_known_layers(model: keras.Model) -> list[keras.layers.Layer] | None:
     """The model's layers in order if it is a chain of KNOWN layers from one input to one
     output (channels last, no context input), else None."""
-    if not isinstance(model, keras.Model) or not isinstance(
-        getattr(model, "inputs", None), list
-    ):  # a subclassed model: no graph of layers to read
-        return None
+    if not isinstance(model, keras.Model) or not is_graph_of_layers(model):
+        return None  # a subclassed model: no graph of layers to read
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         return None
     layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
