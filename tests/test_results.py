@@ -193,3 +193,10 @@ def test_the_index_lists_every_record_with_its_command(records):
     for record in records.values():
         assert record["_path"].split("records/", 1)[1] in index
     assert "`viable-train --gin_file=sine/cavia.gin --gin_param=CONTEXT_DIM=1" in index
+
+
+def test_the_results_page_stays_one_page_of_results_and_verdicts():
+    """docs/RESULTS.md holds the tables and the verdicts; readings of them are research
+    records (docs/lab/results_reading.md), paired detail is comparisons.md."""
+    with open(os.path.join(store.REPO, "docs", "RESULTS.md")) as f:
+        assert f.read().count("\n") <= 250
