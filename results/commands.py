@@ -167,11 +167,15 @@ def _corruption_table(argv: list[str]) -> list[Build]:
 
 
 def _names(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    names = tuple(n for n in text.split(",") if n)
-    unknown = [n for n in names if n not in allowed]
-    if unknown or not names:
-        raise CommandError(f"{flag}: {','.join(unknown) or 'none'} not of {','.join(allowed)}")
-    return names
+    """The drivers' own reading of a list of names (omniglot.parse_names), its refusal as a
+    CommandError."""
+    from viable_tf.cli.common import UsageError
+    from viable_tf.experiments.omniglot import parse_names
+
+    try:
+        return parse_names(flag, text, allowed)
+    except UsageError as error:
+        raise CommandError(str(error)) from None
 
 
 #: The programs a record's step may run, by their words: what each builds.

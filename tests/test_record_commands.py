@@ -117,7 +117,7 @@ def test_every_record_command_builds_on_todays_code(stand_ins, tmp_path):
         ("viable-eval --model_dir=M --num_support=4", "no earlier step trains it"),
         (
             "python -m viable_tf.experiments.omniglot_conv --work_dir=W --methods=nope",
-            "--methods: nope not of",
+            "--methods must list some of",
         ),
     ],
 )

@@ -26,8 +26,6 @@ import keras
 from viable_tf.training.meta_gradient import (
     ClipElementwise,
     GradientTransform,
-    MetaUpdate,
-    apply_transforms,
 )
 
 #: Keras' Adam as gin configures it (`keras.optimizers.Adam.epsilon = ...` applies to the
@@ -95,8 +93,3 @@ class OptimizerChain:
         """The transforms, each given what it needs of `learner` (GradientTransform.bind):
         a chain that cannot apply to its learner is refused here, in one line."""
         return tuple(t.bind(learner) for t in self.transforms)
-
-    @staticmethod
-    def transform(transforms, update: MetaUpdate, variables) -> MetaUpdate:
-        """`update` through the bound `transforms`, in order."""
-        return apply_transforms(transforms, update, variables)

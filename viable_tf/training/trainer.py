@@ -48,6 +48,7 @@ from viable_tf.training.early_stopping import EarlyStopping
 from viable_tf.training.errors import NonFiniteLossError, WorkerLostError
 from viable_tf.training.meta_gradient import (
     MetaUpdate,
+    apply_transforms,
     gradients_in_passes,
     replica_gradients,
     sum_over_replicas,
@@ -204,7 +205,7 @@ class Trainer:
         loss, inner, grads = sum_over_replicas(self.strategy, share, batch, self.variables)
         # Transformed after the sum, as on one device.
         update = MetaUpdate(loss, inner, grads, tf.constant(1.0))
-        return self.chain.transform(self.transforms, update, self.variables)
+        return apply_transforms(self.transforms, update, self.variables)
 
     def apply_meta_update(self, batch: TaskBatch) -> MetaUpdate:
         """One meta-update on `batch`, applied; returns it (its `counted` 1 if it counts
