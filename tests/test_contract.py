@@ -28,7 +28,9 @@ from viable_tf.learners import (
     MAMLVIABLE,
     VIABLE,
     AdaptedState,
+    MAMLMeTAL,
     MatchingHead,
+    MeTAL,
     PrototypeHead,
     RidgeHead,
     SteppedLinearHead,
@@ -136,6 +138,16 @@ CASES = {
         "episodes",
         _classifier(CAVIA, num_inner_steps=0, head=SVMHead(num_iterations=20)),
     ),
+    # MeTAL: the task-adaptive learned loss on CAVIA and MAML (with its query term)
+    "metal_cavia": ("sine", _sine(MeTAL)),
+    "metal_maml": ("sine", _sine(MAMLMeTAL)),
+    "metasgd_metal_cavia": ("sine", _sine(MeTAL, learned_inner_lr=True)),
+    "metasgd_metal_maml": ("sine", _sine(MAMLMeTAL, learned_inner_lr=True)),
+    "relmetal_cavia": ("sine", _sine(MeTAL, over="pairs")),
+    "metal_cavia/linear": ("episodes", _classifier(MeTAL, num_inner_steps=2)),
+    "metal_maml/linear": ("episodes", _classifier(MAMLMeTAL, num_inner_steps=2)),
+    "relmetal_cavia/linear": ("episodes", _classifier(MeTAL, over="pairs")),
+    "metal_maml/prototypes": ("episodes", _classifier(MAMLMeTAL, head=PrototypeHead())),
     # LEO: its own encoder, decoder and classifier
     "leo": ("episodes", _leo(LEO)),
     "leo_simviable": ("episodes", _leo(LEOVIABLE, loss_network=_small("simple"))),
@@ -173,7 +185,9 @@ def _padded(batch: TaskBatch, kind: str, extra: int = 3) -> TaskBatch:
 
 
 def _adapted_predictions(learner, batch: TaskBatch) -> tf.Tensor:
-    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    state = learner.adapt(
+        batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x
+    )
     return learner.predict(state, batch.query_x)
 
 
@@ -198,7 +212,9 @@ def test_the_learner_contract(name):
     output_dim = 1 if kind == "sine" else N
 
     # adapt -> a state of per-task tensors; predict -> [B, P, Y], finite
-    state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    state = learner.adapt(
+        batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x
+    )
     assert isinstance(state, AdaptedState)
     assert all(t.shape[0] == b for t in tf.nest.flatten(state))
     predictions = learner.predict(state, batch.query_x)

@@ -46,10 +46,21 @@ def score_batch(learner: Learner, batch: TaskBatch, metric: Metric | None = None
     """A metric per task [B] (default: the query loss, MSE for sine), and the inner loss
     before and after adaptation [B]."""
     state, inner_losses = learner.adapt(
-        batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
+        batch.support_x,
+        batch.support_y,
+        batch.support_mask,
+        query_x=batch.query_x,
+        return_inner_losses=True,
     )
     score = learner.query_loss(batch, state) if metric is None else metric(learner, state, batch)
-    post = learner.inner_loss(state, batch.support_x, batch.support_y, batch.support_mask)
+    post = learner.inner_loss(  # as the last step's loss reads the state it made
+        state,
+        batch.support_x,
+        batch.support_y,
+        batch.support_mask,
+        step=max(learner.num_inner_steps - 1, 0),
+        query_x=batch.query_x,
+    )
     pre = inner_losses[0] if learner.num_inner_steps else post
     return score, pre, post
 

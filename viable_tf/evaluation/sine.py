@@ -121,7 +121,8 @@ def adapted_fits(
     grid, batch, truth = _figure_tasks(tasks, num_tasks, num_support)
     unadapted = learner.predict(learner.initial_state(num_tasks), batch.query_x)
     adapted = learner.predict(
-        learner.adapt(batch.support_x, batch.support_y, batch.support_mask), batch.query_x
+        learner.adapt(batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x),
+        batch.query_x,
     )
     draw = functools.partial(
         plots.adapted_fits,

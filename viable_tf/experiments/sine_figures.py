@@ -34,7 +34,9 @@ def adapted_from_four_points(model_dirs: dict[str, str], *, path: str, num_tasks
             seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=4, query_x=grid
         )  # the same tasks for both: the seed alone fixes them
         learner = run.learner
-        state = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        state = learner.adapt(
+            batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x
+        )
         fits[label] = learner.predict(state, batch.query_x).numpy()[..., 0]  # [B, Q]
         gin.clear_config()
     x = grid.numpy()
@@ -73,7 +75,9 @@ def adapted_with_outliers(
         batch, params = run.tasks.sample_tasks(
             seed_for(FIGURE_TASK_SEED, 0), num_tasks, num_support=10, query_x=grid
         )
-        state = run.learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+        state = run.learner.adapt(
+            batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x
+        )
         fits[label] = run.learner.predict(state, batch.query_x).numpy()[..., 0]  # [B, Q]
         gin.clear_config()
     x = grid.numpy()
@@ -111,11 +115,13 @@ def adapted_with_outliers(
 def _support_losses(learner, batch):
     """Per task [B]: inner loss and true support MSE, before and after adaptation."""
     before = learner.initial_state(tf.shape(batch.support_x)[0])
-    after = learner.adapt(batch.support_x, batch.support_y, batch.support_mask)
+    after = learner.adapt(
+        batch.support_x, batch.support_y, batch.support_mask, query_x=batch.query_x
+    )
     args = (batch.support_x, batch.support_y, batch.support_mask)
     return (
-        learner.inner_loss(before, *args),
-        learner.inner_loss(after, *args),
+        learner.inner_loss(before, *args, query_x=batch.query_x),
+        learner.inner_loss(after, *args, query_x=batch.query_x),
         learner.support_loss(before, *args),
         learner.support_loss(after, *args),
     )

@@ -97,8 +97,12 @@ class AdaptThenPredict(tf.Module):
         self.normalize = normalize
         self.classification = learner.is_classifier
         self.input_shape = tuple(input_shape or (learner.input_dim,))  # one raw input
-        # CAVIA and VIABLE adapt only a context phi, which can be returned and reused.
-        self.has_context = learner.capabilities.adapts_context
+        # CAVIA and VIABLE adapt only a context phi, which can be returned and reused; not
+        # a learner that adapts on the queries too (MeTAL's query term): its context is
+        # of those queries, and no signature adapts without them.
+        self.has_context = (
+            learner.capabilities.adapts_context and not learner.capabilities.reads_queries
+        )
         x_shape = [None, None, *self.input_shape]
         if self.classification:
             label = tf.TensorSpec([None, None], tf.int32, name=sig.SUPPORT_Y)
@@ -175,11 +179,12 @@ class AdaptThenPredict(tf.Module):
         )
         return tf.reshape(features, [shape[0], shape[1], self.learner.input_dim])
 
-    def _adapt_state(self, support_x, support_y, support_mask):
-        """The learner's adapted state; with K = 0, its unadapted one."""
+    def _adapt_state(self, support_x, support_y, support_mask, query_x=None):
+        """The learner's adapted state (on the queries too, for a learner that reads
+        them); with K = 0, its unadapted one."""
         return tf.cond(
             tf.shape(support_x)[1] > 0,
-            lambda: self.learner.adapt(support_x, support_y, support_mask),
+            lambda: self.learner.adapt(support_x, support_y, support_mask, query_x=query_x),
             lambda: self.learner.start_state(support_x, support_y, support_mask),
         )
 
@@ -262,7 +267,7 @@ class AdaptThenPredict(tf.Module):
     def _serve_masked(self, support_x, support_y, support_mask, query_x):
         support_x, support_y, support_mask = self._check_support(support_x, support_y, support_mask)
         query_x = self._check_query(query_x, tf.shape(support_x)[0])
-        state = self._adapt_state(support_x, support_y, support_mask)
+        state = self._adapt_state(support_x, support_y, support_mask, query_x)
         outputs = self._outputs(self._predict_queries(state, query_x))
         if self.has_context:
             outputs[sig.CONTEXT] = state.context  # [B, C]

@@ -15,6 +15,7 @@ from viable_tf.learners.loss_features import (
 )
 from viable_tf.learners.maml import MAML
 from viable_tf.learners.matching import MatchingHead
+from viable_tf.learners.metal import AffineAdapter, MAMLMeTAL, MeTAL, TaskState, TermNetwork
 from viable_tf.learners.metaoptnet import RidgeHead, SVMHead
 from viable_tf.learners.task_losses import cross_entropy, get_task_loss, squared_error
 from viable_tf.learners.viable import LEOVIABLE, MAMLVIABLE, VIABLE
@@ -27,6 +28,7 @@ __all__ = [
     "MAMLVIABLE",
     "VIABLE",
     "AdaptedState",
+    "AffineAdapter",
     "GradientAgreement",
     "Head",
     "Inputs",
@@ -34,7 +36,9 @@ __all__ = [
     "Learned",
     "Learner",
     "LinearHead",
+    "MAMLMeTAL",
     "MatchingHead",
+    "MeTAL",
     "Outputs",
     "PrototypeHead",
     "Residual",
@@ -42,6 +46,8 @@ __all__ = [
     "SVMHead",
     "SteppedLinearHead",
     "TaskLoss",
+    "TaskState",
+    "TermNetwork",
     "cross_entropy",
     "get_task_loss",
     "squared_error",

@@ -3,6 +3,7 @@
 A learner adapts to a task from its support set and predicts on its query set:
 
     state = learner.adapt(support_x, support_y, support_mask)   # inner loop
+                                    # (query_x=... for a transductive learner)
     y_hat = learner.predict(state, query_x)
     loss, metrics = learner.meta_loss(batch)                    # outer objective
 
@@ -124,12 +125,20 @@ class Capabilities:
       names); the others stay as the learner's start made them.
     every_class_reason: why a task needs a real support point of every class, or None
       where it does not (an export then refuses a support set that leaves one out).
+    steps_state: the inner loop takes gradient steps on the state's adapted parts
+      themselves (CAVIA, MAML; not LEO, whose steps move a latent code the state does not
+      hold), so that a loss may read what it adapts (MeTAL's task state).
+    reads_queries: adapting a task reads its query inputs as well as its support set
+      (MeTAL's transductive term): `adapt` refuses to run without `query_x`, and an
+      export offers no signature that adapts without queries.
     """
 
     adapts_context: bool = False
     steps_context: bool = False
     adapted_parts: tuple[str, ...] = STATE_PARTS
     every_class_reason: str | None = None
+    steps_state: bool = False
+    reads_queries: bool = False
 
 
 class Learner(keras.layers.Layer, abc.ABC):
@@ -177,6 +186,7 @@ class Learner(keras.layers.Layer, abc.ABC):
         support_y: tf.Tensor,
         support_mask: tf.Tensor,
         *,
+        query_x: tf.Tensor | None = None,
         return_inner_losses: bool = False,
     ):
         """The adapted state of each task from its support set (and, if asked, the inner
@@ -185,6 +195,8 @@ class Learner(keras.layers.Layer, abc.ABC):
         Args:
           support_x: [B, K, D]; support_y: [B, K, Y] (or int [B, K]);
           support_mask: bool [B, K]. A task with no real support point is not adapted.
+          query_x: [B, Q, D], the task's unlabelled query inputs: read only by a learner
+            whose `capabilities.reads_queries` (which refuses None); others ignore it.
         """
 
     @abc.abstractmethod

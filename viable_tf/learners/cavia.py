@@ -80,6 +80,7 @@ class CAVIA(GradientLearner):
             # A per-task head stays as the support set made it, unless adapt_head.
             adapted_parts=("context", "head") if adapt_head else ("context",),
             every_class_reason=self.head.every_class_reason,
+            steps_state=True,
         )
         if adapt_head and self.learned_inner_lr:
             raise ValueError(

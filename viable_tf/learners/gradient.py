@@ -141,10 +141,14 @@ class GradientLearner(Learner):
         support_x: tf.Tensor,
         support_y: tf.Tensor,
         support_mask: tf.Tensor,
+        *,
+        step: int = 0,
+        query_x: tf.Tensor | None = None,
     ) -> tf.Tensor:
-        """The loss minimised in the inner loop, per task [B]: the true task loss (or the
-        robust `inner_task_loss` in its place) unless a learner says otherwise (VIABLE's
-        is learned)."""
+        """The loss minimised in the inner loop at inner step `step` (0, 1, ...), per task
+        [B]: the true task loss (or the robust `inner_task_loss` in its place) unless a
+        learner says otherwise (VIABLE's is learned; MeTAL's has a network per step and
+        reads the queries `query_x`)."""
         return self.support_mean(self.inner_task_loss, state, support_x, support_y, support_mask)
 
     def adapt(
@@ -153,9 +157,15 @@ class GradientLearner(Learner):
         support_y: tf.Tensor,
         support_mask: tf.Tensor,
         *,
+        query_x: tf.Tensor | None = None,
         return_inner_losses: bool = False,
     ):
         """Runs the inner loop from `start_state` on the support set (Learner.adapt)."""
+        if self.capabilities.reads_queries and query_x is None:
+            raise ValueError(
+                f"{self.method_name} adapts on the task's query inputs too (its inner loss "
+                "has a query term): pass query_x"
+            )
         support_y = real_labels(support_y, support_mask)
         state = self.start_state(support_x, support_y, support_mask)
         stepped = state.in_parts(self.capabilities.adapted_parts)  # per tensor of the state
@@ -164,19 +174,24 @@ class GradientLearner(Learner):
             """The state with the tensors of its adapted parts replaced by `adapted`."""
             entries = iter(adapted)
             tensors = [
-                next(entries) if step else t
-                for t, step in zip(state.tensors(), stepped, strict=True)
+                next(entries) if part else t
+                for t, part in zip(state.tensors(), stepped, strict=True)
             ]
             return tf.nest.pack_sequence_as(state, tensors)
 
         losses = []
         num_stepped = sum(stepped)
         lrs = self.inner_lrs if self.learned_inner_lr else [self.inner_lr] * num_stepped
-        for _ in range(self.num_inner_steps):
+        for step in range(self.num_inner_steps):
             adapted, loss = gradient_step(
-                [t for t, step in zip(state.tensors(), stepped, strict=True) if step],
-                lambda adapted: self.inner_loss(
-                    with_adapted(adapted), support_x, support_y, support_mask
+                [t for t, part in zip(state.tensors(), stepped, strict=True) if part],
+                lambda adapted, step=step: self.inner_loss(
+                    with_adapted(adapted),
+                    support_x,
+                    support_y,
+                    support_mask,
+                    step=step,
+                    query_x=query_x,
                 ),
                 lrs,
                 first_order=self.first_order,
@@ -191,7 +206,11 @@ class GradientLearner(Learner):
     def meta_loss(self, batch: TaskBatch) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """The mean over tasks of the query loss after adaptation (Learner.meta_loss)."""
         state, inner_losses = self.adapt(
-            batch.support_x, batch.support_y, batch.support_mask, return_inner_losses=True
+            batch.support_x,
+            batch.support_y,
+            batch.support_mask,
+            query_x=batch.query_x,
+            return_inner_losses=True,
         )
         per_task = self.query_loss(batch, state)  # [B]
         metrics = {}

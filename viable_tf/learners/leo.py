@@ -270,8 +270,10 @@ class LEO(Learner):
         code differentiates its per-point losses, i.e. their sum)."""
         return summed(self.support_loss(state, support_x, support_y, support_mask), support_mask)
 
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
-        """LEO's inner loss [B]: the summed task loss."""
+    def inner_loss(
+        self, state, support_x, support_y, support_mask, *, step=0, query_x=None
+    ) -> tf.Tensor:
+        """LEO's inner loss [B]: the summed task loss (the same at every step)."""
         return self.summed_task_loss(state, support_x, support_y, support_mask)
 
     def latent_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
@@ -325,7 +327,7 @@ class LEO(Learner):
         stacked = tf.stack(losses) if losses else tf.zeros([0, tf.shape(support_x)[0]])
         return AdaptedState(head=(weights, class_bias), noise=noise), stacked, kl, penalty
 
-    def adapt(self, support_x, support_y, support_mask, *, return_inner_losses=False):
+    def adapt(self, support_x, support_y, support_mask, *, query_x=None, return_inner_losses=False):
         state, losses, _, _ = self._adapt(support_x, support_y, support_mask)
         return (state, losses) if return_inner_losses else state
 

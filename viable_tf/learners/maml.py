@@ -60,7 +60,9 @@ class MAML(GradientLearner):
         if context_dim < 0:
             raise ValueError(f"context_dim must be >= 0, got {context_dim}")
         self.context_dim = context_dim  # C (0: plain MAML)
-        self.capabilities = Capabilities(every_class_reason=self.head.every_class_reason)
+        self.capabilities = Capabilities(
+            every_class_reason=self.head.every_class_reason, steps_state=True
+        )
         self.head.build(self)  # its weights before the network's, as they always were
         self.network = build_network(self, network, self.head)
         if self.learned_inner_lr and self.head.per_task:

@@ -92,7 +92,10 @@ class LearnedInnerLoss:
         """f [B, K, F]: the feature parts' numbers, in the order listed."""
         return tf.concat([part(support) for part in self.features], axis=-1)
 
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+    def inner_loss(
+        self, state, support_x, support_y, support_mask, *, step=0, query_x=None
+    ) -> tf.Tensor:
+        """The loss network's inner loss (the same at every step; no queries read)."""
         support = self.support(state, support_x, support_y, support_mask)
         learned = self.loss_network(self.point_features(support), support_mask)  # [B]
         return self.form(learned, support)  # [B]
@@ -250,7 +253,9 @@ class LEOVIABLE(LearnedInnerLoss, LEO):
     def base_name(self) -> str:  # type: ignore[override]
         return f"leo_{self.variant}" + ("_ft" if self.learned_finetuning else "")
 
-    def inner_loss(self, state, support_x, support_y, support_mask) -> tf.Tensor:
+    def inner_loss(
+        self, state, support_x, support_y, support_mask, *, step=0, query_x=None
+    ) -> tf.Tensor:
         mean = super().inner_loss(state, support_x, support_y, support_mask)
         return leo.summed(mean, support_mask)
 
