@@ -11,7 +11,16 @@ import pytest
 import tensorflow as tf
 
 from viable_tf.export.saved_model import AdaptThenPredict
-from viable_tf.learners import CAVIA, LEO, MAML, MAMLMeTAL, MeTAL, PrototypeHead, TermNetwork
+from viable_tf.learners import (
+    CAVIA,
+    LEO,
+    MAML,
+    Learned,
+    MAMLMeTAL,
+    MeTAL,
+    PrototypeHead,
+    TermNetwork,
+)
 from viable_tf.learners.metal import TaskAdaptiveInnerLoss
 from viable_tf.networks.adaptive_loss import ModulatedTerm
 from viable_tf.networks.prediction import PredictionNetwork
@@ -35,7 +44,7 @@ def _numpy_std(v):
 
 
 def _numpy_inner_loss(phi, x, y, mask, query, net, support_term, query_term):
-    """MeTAL's inner loss of one task, in float64, from the formulas (docs/method.md §10)."""
+    """MeTAL's inner loss of one task, in float64, from the formulas (docs/method.md §11)."""
     kx, kc, b0, k1, b1 = net
 
     def predict(inputs):
@@ -246,10 +255,43 @@ def test_names_and_hparams_say_which_parts():
     assert dataclasses.asdict(TermNetwork()) == {
         "hidden_units": None,
         "activation": "relu",
-        "output_init": "glorot",
+        "init": "metal",
+        "output_init": "init",
     }
     assert (hparams["over"], hparams["task_adaptive"], hparams["query_term"]) == (
         "points",
         True,
         True,
     )
+
+
+def test_on_viables_rows_without_adapter_and_queries_the_term_is_a_relation_network():
+    """rows='relviable' over pairs, no adapter, no query term: the inner loss is the mean
+    over real pairs of an MLP on [f_j; f_k], f = (L_T, x, y_hat, y), as relVIABLE's."""
+    learner = _learner(
+        rows="relviable", over="pairs", adapter=None, query_term=False, form=Learned()
+    )
+    assert learner.method_name == "relviable"
+    x, y, mask, _ = _episode()
+    _, losses = learner.adapt(x, y, mask, return_inner_losses=True)
+    kernel_0, bias_0, kernel_1, bias_1 = [w.numpy() for w in learner.support_term.networks[0]]
+    logits = learner.predict(learner.start_state(x, y, mask), x).numpy()
+    for b in range(B):
+        real = mask[b]
+        z = logits[b][real]
+        log_p = z - z.max(-1, keepdims=True)
+        log_p = log_p - np.log(np.exp(log_p).sum(-1, keepdims=True))
+        point_loss = -log_p[np.arange(len(z)), y[b][real]]
+        f = np.concatenate([point_loss[:, None], x[b][real], z, np.eye(N)[y[b][real]]], 1)
+        pairs = np.concatenate(
+            [np.repeat(f, len(f), 0), np.tile(f, (len(f), 1))], 1
+        )  # every ordered pair (j, k)
+        values = np.maximum(pairs @ kernel_0 + bias_0, 0) @ kernel_1 + bias_1
+        np.testing.assert_allclose(losses[0, b], values.mean(), rtol=1e-5)
+
+
+def test_names_on_viables_rows_say_what_is_on():
+    assert _learner(rows="relviable", over="pairs").method_name == "relviable_adaptive_query"
+    assert _learner(rows="relviable", adapter=None).method_name == "simviable_query"
+    with pytest.raises(ValueError, match="rows must be one of"):
+        _learner(rows="pixels")

@@ -1,5 +1,5 @@
 """MeTAL (Baik, Choi, Kim, Ko, Lee and Lee, "Meta-Learning with Task-Adaptive Loss Function
-for Few-Shot Learning", ICCV 2021; docs/method.md §10): the inner loss is the task loss
+for Few-Shot Learning", ICCV 2021; docs/method.md §11): the inner loss is the task loss
 plus two learned terms, each a network per inner step whose weights an affine adapter
 modulates per task from the task's state; on CAVIA (`MeTAL`) and on MAML (`MAMLMeTAL`),
 with Meta-SGD's learned step sizes on either (`learned_inner_lr`).
@@ -42,6 +42,11 @@ from viable_tf.networks.adaptive_loss import OVER, ModulatedTerm
 from viable_tf.networks.prediction import PredictionNetwork
 from viable_tf.ops import masked_mean
 
+#: What a term's rows hold: MeTAL's ([task state, y_hat, y], standardised per task), or
+#: VIABLE's point features as they are ([L_T(y_hat_j, y_j), x_j, y_hat_j, y_j]; a query's
+#: [x_q, y_hat_q, its entropy]), for the relational loss with MeTAL's two ideas.
+ROWS = ("metal", "relviable")
+
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +70,13 @@ class AffineAdapter:
 @dataclasses.dataclass(frozen=True)
 class TermNetwork:
     """Each term's network: MeTAL's Linear(F, F), ReLU, Linear(F, 1) (`hidden_units`
-    None), or the hidden layers given; `output_init='zeros'` starts the terms flat."""
+    None), or the hidden layers given; started as MeTAL's (`init='metal'`) or as VIABLE's
+    loss networks (`'torch'`); `output_init='zeros'` starts the terms flat."""
 
     hidden_units: tuple[int, ...] | None = None
     activation: str = "relu"
-    output_init: str = "glorot"
+    init: str = "metal"
+    output_init: str = "init"
 
 
 def standardized(values: tf.Tensor, mask: tf.Tensor, axes: Sequence[int]) -> tf.Tensor:
@@ -109,6 +116,7 @@ class TaskAdaptiveInnerLoss:
         query_term: bool = True,
         term_network: TermNetwork | None = None,
         over: str = "points",
+        rows: str = "metal",
         form: Learned | Residual | None = None,
         **kwargs,
     ) -> None:
@@ -135,6 +143,9 @@ class TaskAdaptiveInnerLoss:
         if over not in OVER:
             raise ValueError(f"over must be one of {OVER}, got {over!r}")
         self.over = over
+        if rows not in ROWS:
+            raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
+        self.rows = rows
         self.per_step = per_step
         self.query_term = query_term
         self.form = Residual() if form is None else form
@@ -145,9 +156,13 @@ class TaskAdaptiveInnerLoss:
         # L: the tensors the inner loop steps, as a one-task state shows them.
         start = self.initial_state(1)
         self.num_adapted = sum(start.in_parts(self.capabilities.adapted_parts))
-        y = self.output_dim
-        support_width = self.num_adapted + 1 + 2 * y  # [t, y_hat, y]
-        query_width = self.num_adapted + y + (1 if self.is_classifier else 0)
+        y, entropy = self.output_dim, (1 if self.is_classifier else 0)
+        if rows == "metal":
+            support_width = self.num_adapted + 1 + 2 * y  # [t, y_hat, y]
+            query_width = self.num_adapted + y + entropy  # [means, y_hat, entropy]
+        else:
+            support_width = 1 + self.input_dim + 2 * y  # [L_T, x, y_hat, y]
+            query_width = self.input_dim + y + entropy  # [x, y_hat, entropy]
         networks = self.num_inner_steps if per_step else 1
         options = dataclasses.asdict(self.term_network)
         self.support_term = ModulatedTerm(
@@ -173,14 +188,25 @@ class TaskAdaptiveInnerLoss:
 
     @property
     def metal_name(self) -> str:
-        """'metal' ('relmetal' over pairs), then what is off: '_static' (no adapter),
-        '_support' (no query term), '_shared' (one network for every step)."""
+        """On MeTAL's rows: 'metal' ('relmetal' over pairs), then what is off: '_static'
+        (no adapter), '_support' (no query term), '_shared' (one network for every step).
+        On VIABLE's rows: 'simviable' ('relviable' over pairs), then what is on:
+        '_adaptive' (the adapter), '_query' (the query term), and '_shared'."""
+        shared = "" if self.per_step else "_shared"
+        if self.rows == "relviable":
+            return (
+                ("rel" if self.over == "pairs" else "sim")
+                + "viable"
+                + ("_adaptive" if self.adapter is not None else "")
+                + ("_query" if self.query_term else "")
+                + shared
+            )
         return (
             ("rel" if self.over == "pairs" else "")
             + "metal"
             + ("" if self.adapter is not None else "_static")
             + ("" if self.query_term else "_support")
-            + ("" if self.per_step else "_shared")
+            + shared
         )
 
     def hparams(self) -> dict[str, str | int | float | bool]:
@@ -188,6 +214,7 @@ class TaskAdaptiveInnerLoss:
             **super().hparams(),
             "activation": self.term_network.activation,
             "over": self.over,
+            "rows": self.rows,
             "task_adaptive": self.adapter is not None,
             "query_term": self.query_term,
             "per_step": self.per_step,
@@ -220,8 +247,12 @@ class TaskAdaptiveInnerLoss:
         labels = support_y
         if self.is_classifier:
             labels = tf.one_hot(support_y, self.output_dim, dtype=y_hat.dtype)  # [B, K, N]
-        rows = tf.concat([tf.tile(task[:, None, :], [1, k, 1]), y_hat, labels], axis=-1)
-        rows = standardized(rows, support_mask[:, :, None], axes=[1, 2])  # [B, K, L + 1 + 2Y]
+        if self.rows == "metal":
+            rows = tf.concat([tf.tile(task[:, None, :], [1, k, 1]), y_hat, labels], axis=-1)
+            rows = standardized(rows, support_mask[:, :, None], axes=[1, 2])  # [B, K, L+1+2Y]
+        else:  # VIABLE's point features, as they are: [L_T(y_hat_j, y_j), x_j, y_hat_j, y_j]
+            point_loss = self.task_loss(y_hat, support_y)[..., None]  # [B, K, 1]
+            rows = tf.concat([point_loss, support_x, y_hat, labels], axis=-1)
         if self.over == "points":
             learned = self.support_term.points(network, adapter_state, rows, support_mask)
         else:
@@ -239,12 +270,15 @@ class TaskAdaptiveInnerLoss:
         """The transductive term [B] from the queries' rows (no query labels)."""
         q = tf.shape(query_x)[1]
         y_hat = self.predict(state, query_x)  # [B, Q, Y]
-        parts = [tf.tile(means[:, None, :], [1, q, 1]), y_hat]
+        first = tf.tile(means[:, None, :], [1, q, 1]) if self.rows == "metal" else query_x
+        parts = [first, y_hat]
         if self.is_classifier:
             log_p = tf.nn.log_softmax(y_hat)
             parts.append(tf.reduce_sum(tf.exp(log_p) * log_p, axis=-1, keepdims=True))
         real = tf.ones(tf.shape(query_x)[:2], tf.bool)  # [B, Q]
-        rows = standardized(tf.concat(parts, axis=-1), real[:, :, None], axes=[1, 2])
+        rows = tf.concat(parts, axis=-1)
+        if self.rows == "metal":
+            rows = standardized(rows, real[:, :, None], axes=[1, 2])
         adapter_state = masked_mean(rows, real[:, :, None], axis=1)  # the mean row [B, F_q]
         if self.over == "points":
             return self.query_network.points(network, adapter_state, rows, real)
@@ -279,6 +313,7 @@ class MeTAL(TaskAdaptiveInnerLoss, CAVIA):
         query_term: bool = True,
         term_network: TermNetwork | None = None,
         over: str = "points",
+        rows: str = "metal",
         form: Learned | Residual | None = None,
     ) -> None:
         super().__init__(
@@ -300,12 +335,14 @@ class MeTAL(TaskAdaptiveInnerLoss, CAVIA):
             query_term=query_term,
             term_network=term_network,
             over=over,
+            rows=rows,
             form=form,
         )
 
     @property
     def base_name(self) -> str:  # type: ignore[override]
-        return f"{self.metal_name}_cavia"
+        """'metal_cavia'; on VIABLE's rows, VIABLE's name ('relviable_adaptive_query')."""
+        return self.metal_name if self.rows == "relviable" else f"{self.metal_name}_cavia"
 
 
 @keras_configurable
@@ -334,6 +371,7 @@ class MAMLMeTAL(TaskAdaptiveInnerLoss, MAML):
         query_term: bool = True,
         term_network: TermNetwork | None = None,
         over: str = "points",
+        rows: str = "metal",
         form: Learned | Residual | None = None,
     ) -> None:
         super().__init__(
@@ -354,9 +392,13 @@ class MAMLMeTAL(TaskAdaptiveInnerLoss, MAML):
             query_term=query_term,
             term_network=term_network,
             over=over,
+            rows=rows,
             form=form,
         )
 
     @property
     def base_name(self) -> str:  # type: ignore[override]
+        """'metal_maml'; on VIABLE's rows, 'maml_' and VIABLE's name."""
+        if self.rows == "relviable":
+            return f"maml_{self.metal_name}"
         return f"{self.metal_name}_maml"

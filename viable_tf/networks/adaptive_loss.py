@@ -1,4 +1,4 @@
-"""The task-adaptive learned loss's networks (MeTAL, Baik et al. 2021; docs/method.md §10).
+"""The task-adaptive learned loss's networks (MeTAL, Baik et al. 2021; docs/method.md §11).
 
 A `ModulatedTerm` is one learned term of the inner loss: for each inner step (or one
 shared by all steps) an MLP over rows of numbers, whose every weight tensor W an affine
@@ -12,10 +12,11 @@ is multiplied by zero). The term reads its rows one by one (MeTAL's form: the me
 one output per row) or in every ordered pair of a left and a right set (the relational
 form: the mean over real pairs), T = 2 tensors a layer (kernel, bias).
 
-Weights start as MeTAL's code starts them: the MLP's kernels Glorot-uniform, its biases
-zero (`output_init='zeros'` zeroes its output layer too: the term then starts flat, its
-value and its gradient 0); the adapter as PyTorch's `nn.Linear`, kernels and biases
-uniform in ±1/sqrt(fan_in).
+Weights start as MeTAL's code starts them (`init='metal'`): the MLP's kernels
+Glorot-uniform, its biases zero; or as VIABLE's loss networks (`init='torch'`, PyTorch's
+`nn.Linear`: kernels and biases uniform in ±1/sqrt(fan_in)). `output_init='zeros'`
+zeroes the output layer: the term then starts flat, its value and its gradient 0. The
+adapter starts as PyTorch's `nn.Linear`.
 
 Shape legend: B tasks, P rows (points), R right rows (pairs), F row width, S task-state
 width, H hidden units, T weight tensors of one network.
@@ -32,8 +33,10 @@ import tensorflow as tf
 from viable_tf.networks import initializers
 from viable_tf.ops import masked_mean
 
-#: How a term's output layer starts: Glorot-uniform as MeTAL's code, or at zero.
-OUTPUT_INITS = ("glorot", "zeros")
+#: How a term's layers start: as MeTAL's code (Glorot kernels, zero biases) or as
+#: VIABLE's loss networks (PyTorch's nn.Linear); and its output layer: as the rest, or zero.
+INITS = ("metal", "torch")
+OUTPUT_INITS = ("init", "zeros")
 #: Where a term's network is read: per row (MeTAL's), or per ordered pair of rows.
 OVER = ("points", "pairs")
 ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.tanh}
@@ -56,12 +59,15 @@ class ModulatedTerm(keras.layers.Layer):
         right_dim: int = 0,
         hidden_units: Sequence[int] | None = None,
         activation: str = "relu",
-        output_init: str = "glorot",
+        init: str = "metal",
+        output_init: str = "init",
         name: str | None = None,
     ) -> None:
         super().__init__(name=name)
         if over not in OVER:
             raise ValueError(f"over must be one of {OVER}, got {over!r}")
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {init!r}")
         if output_init not in OUTPUT_INITS:
             raise ValueError(f"output_init must be one of {OUTPUT_INITS}, got {output_init!r}")
         if activation not in ACTIVATIONS:
@@ -79,6 +85,7 @@ class ModulatedTerm(keras.layers.Layer):
             raise ValueError(f"hidden_units must be positive ints, got {hidden_units!r}")
         self.hidden_units = units
         self.activation = activation
+        self.init = init
         self.output_init = output_init
         self.networks: list[list[tf.Variable]] = []  # per network: kernel_0, bias_0, ...
         self.adapters: list[list[tf.Variable]] = []  # per network: A1, c1, A2, c2, a, b
@@ -90,16 +97,24 @@ class ModulatedTerm(keras.layers.Layer):
                 kernel_init = (
                     "zeros"
                     if last and output_init == "zeros"
-                    else initializers.kernel_initializer("keras", fan_in=fan_in, fan_out=fan_out)
+                    else initializers.kernel_initializer(
+                        "keras" if init == "metal" else "torch", fan_in=fan_in, fan_out=fan_out
+                    )
+                )
+                bias_init = (
+                    "zeros"
+                    if init == "metal" or (last and output_init == "zeros")
+                    else initializers.bias_initializer("torch", fan_in=fan_in)
                 )
                 weights.append(
                     self.add_weight(
                         shape=(fan_in, fan_out), initializer=kernel_init, name=f"net{n}_kernel_{i}"
                     )
                 )
-                weights.append(
-                    self.add_weight(shape=(fan_out,), initializer="zeros", name=f"net{n}_bias_{i}")
+                bias = self.add_weight(
+                    shape=(fan_out,), initializer=bias_init, name=f"net{n}_bias_{i}"
                 )
+                weights.append(bias)
             self.networks.append(weights)
             # Attributes of their own, so that checkpoints hold them (a list does not).
             for i, w in enumerate(weights):
