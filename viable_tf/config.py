@@ -190,15 +190,31 @@ def load_run(
         for name in ("seed", "num_steps", "meta_batch_size")
         if name in bindings
     }
+    from viable_tf import precision
+
+    # The precision the run trained in, where this machine can compute it (precision.py).
+    asked = _bound("PerformanceSpec.precision", "float32")
+    computes = precision.resolve(asked, force=_bound("PerformanceSpec.force_precision", False))
+    if computes != "float32":
+        settings["precision"] = computes
     if not restore:
         keras.utils.set_random_seed(settings.get("seed", 0))
-    learner = evaluate_reference(bindings["learner"])(
-        input_dim=tasks.input_dim, output_dim=tasks.output_dim
-    )
+    with precision.building(computes):
+        learner = evaluate_reference(bindings["learner"])(
+            input_dim=tasks.input_dim, output_dim=tasks.output_dim
+        )
     if restore:
         tf.train.Checkpoint(learner=learner).read(path).expect_partial()
     step = int(path.rsplit("-", 1)[-1]) if restore else 0
     return LoadedRun(learner, tasks, step, run, settings, run.training_state())
+
+
+def _bound(parameter: str, default):
+    """The value gin binds to `parameter`, or `default` where nothing binds it."""
+    try:
+        return gin.query_parameter(parameter)
+    except ValueError:
+        return default
 
 
 def evaluate_reference(reference):

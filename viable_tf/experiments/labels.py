@@ -41,5 +41,9 @@ LABELS.update(
         "relviable_tanh64": "relVIABLE, 2 x 64 tanh pairs",
         "relviable_tanh64_residual": "relVIABLE, 2 x 64 tanh pairs, residual",
         "simviable_residual": "simVIABLE, residual",
+        # MeTAL, the task-adaptive learned loss (docs/method.md §11)
+        "metal_maml": "MeTAL on MAML",
+        "metal_cavia": "MeTAL on CAVIA",
+        "relmetal_cavia": "MeTAL on CAVIA, terms over pairs",
     }
 )

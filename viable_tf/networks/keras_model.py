@@ -38,6 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from viable_tf import precision
 from viable_tf.networks import task_stacked
 
 Build = Callable[[int, int | None, int], keras.Model]
@@ -49,7 +50,8 @@ def keras_network(build: Build = gin.REQUIRED) -> Callable[..., UserNetwork]:
     (in gin: `CAVIA.network = @keras_network()`, `keras_network.build = @conv4_film`)."""
 
     def make(*, input_dim: int, output_dim: int, context_dim: int, output_layer: bool = True):
-        model = build(input_dim, output_dim if output_layer else None, context_dim)
+        with precision.model_policy():  # its layers compute in the run's precision
+            model = build(input_dim, output_dim if output_layer else None, context_dim)
         return UserNetwork(
             model,
             input_dim=input_dim,
@@ -189,8 +191,8 @@ class UserNetwork(keras.layers.Layer):
         b, p = tf.shape(x)[0], tf.shape(x)[1]
         y_hat, h = self._with_penultimate(self._point_inputs(x, context))
         return (
-            tf.reshape(y_hat, [b, p, self.feature_dim]),
-            tf.reshape(h, [b, p, self.penultimate_dim]),
+            tf.reshape(tf.cast(y_hat, tf.float32), [b, p, self.feature_dim]),
+            tf.reshape(tf.cast(h, tf.float32), [b, p, self.penultimate_dim]),
         )
 
     def forward(self, params: Sequence[tf.Tensor], x: tf.Tensor, context=None) -> tf.Tensor:
@@ -215,7 +217,8 @@ class UserNetwork(keras.layers.Layer):
             for p, v in zip(params, variables, strict=True)
         ]
         if self._chain is not None:  # the tasks stacked on the channel axis (task_stacked.py)
-            return task_stacked.stacked_forward(self._chain, variables, params, x)
+            out = task_stacked.stacked_forward(self._chain, variables, params, x)
+            return tf.cast(out, tf.float32)  # a bfloat16 model's output, as the learner takes it
         contexts = context if self.context_dim else tf.zeros([tf.shape(x)[0], 0], x.dtype)
         return tf.vectorized_map(
             lambda task: self._points(task[0], task[1][None], task[2][None])[0],
@@ -240,7 +243,9 @@ class UserNetwork(keras.layers.Layer):
             out = self.model(inputs)
         else:
             out, _ = self.model.stateless_call(params, [], inputs)
-        return tf.reshape(out, [b, p, self.feature_dim])
+        # A model computing in bfloat16 (precision.py) answers in it: the learner's losses
+        # and adapted state are float32.
+        return tf.reshape(tf.cast(out, tf.float32), [b, p, self.feature_dim])
 
 
 @keras.saving.register_keras_serializable(package="viable_tf")

@@ -112,6 +112,12 @@ class _Batched:
         return self.tensor
 
 
+def _computed(layer: keras.layers.Layer, value: tf.Tensor) -> tf.Tensor:
+    """`value` in the dtype `layer` computes in (bfloat16 under a mixed policy, where its
+    variables stay float32), as Keras casts a layer's inputs and weights in its own call."""
+    return tf.cast(value, layer.compute_dtype)
+
+
 def stacked_forward(
     layers: list[keras.layers.Layer], variables: Sequence, params: Sequence, x: tf.Tensor
 ) -> tf.Tensor:
@@ -129,6 +135,7 @@ def stacked_forward(
             kernel = weight[id(layer.kernel)]  # [B, kh, kw, C_in, C_out]
             kh, kw, c_in, _ = layer.kernel.shape
             filters = tf.reshape(tf.transpose(kernel, [1, 2, 3, 0, 4]), [kh, kw, c_in, -1])
+            t, filters = _computed(layer, t), _computed(layer, filters)
             t = tf.nn.conv2d(
                 t,
                 filters,  # [kh, kw, C_in, B * C_out]: group b reads input channels of task b
@@ -137,7 +144,7 @@ def stacked_forward(
                 dilations=layer.dilation_rate,
             )
             if layer.use_bias:
-                t = t + tf.reshape(weight[id(layer.bias)], [-1])  # [B * C_out]
+                t = t + _computed(layer, tf.reshape(weight[id(layer.bias)], [-1]))  # [B * C_out]
             h.tensor = layer.activation(t)
         elif isinstance(layer, POOLING):
             pool = tf.nn.max_pool2d if isinstance(layer, keras.layers.MaxPooling2D) else None
@@ -147,10 +154,10 @@ def stacked_forward(
             t = h.to_batched()  # [B, P, ...]
             h.tensor = tf.reshape(t, tf.stack([tf.shape(t)[0], tf.shape(t)[1], -1]))
         elif isinstance(layer, keras.layers.Dense):
-            t = h.to_batched()  # [B, P, F]
-            t = tf.einsum("bpf,bfy->bpy", t, weight[id(layer.kernel)])
+            t = _computed(layer, h.to_batched())  # [B, P, F]
+            t = tf.einsum("bpf,bfy->bpy", t, _computed(layer, weight[id(layer.kernel)]))
             if layer.use_bias:
-                t = t + weight[id(layer.bias)][:, None, :]
+                t = t + _computed(layer, weight[id(layer.bias)])[:, None, :]
             h.tensor = layer.activation(t)
         else:  # ELEMENTWISE: either layout
             h.tensor = layer(h.tensor)

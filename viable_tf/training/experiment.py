@@ -6,12 +6,14 @@ import json
 import os
 import time
 
+from viable_tf import precision
 from viable_tf.evaluation.core import Evaluation
 from viable_tf.evaluation.protocols import test_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.run_dir import RunDir
 from viable_tf.tasks.base import TaskFamily
 from viable_tf.training import summaries
+from viable_tf.training.settings import PerformanceSpec
 from viable_tf.training.trainer import Trainer
 
 
@@ -42,6 +44,7 @@ def results_dict(
         "inner_loss_pre": float(evaluation.inner_loss_pre.mean()),
         "inner_loss_post": float(evaluation.inner_loss_post.mean()),
         "hparams": {**learner.hparams(), **tasks.hparams(), **settings},
+        **({"precision": settings["precision"]} if "precision" in settings else {}),
     }
 
 
@@ -95,11 +98,17 @@ def evaluate_and_write(run, *, num_support: int | None = None) -> dict:
     return record
 
 
+def _silent(line: str) -> None:
+    """Says nothing: the trainer says it."""
+
+
 def _settings(trainer: Trainer) -> dict:
     return {
         "seed": trainer.seed,
         "num_steps": trainer.num_steps,
         "meta_batch_size": trainer.meta_batch_size,
+        # Said where it is not the default, so that a bfloat16 run's record says so.
+        **({"precision": trainer.precision} if trainer.precision != "float32" else {}),
     }
 
 
@@ -116,6 +125,10 @@ def train_and_evaluate(model_dir: str) -> dict | None:
     training, since only the chief's checkpoints exist (and evaluation needs no peer).
     """
     run = RunDir(model_dir)
+    # A precision the run cannot compute in is refused before anything is written (the
+    # trainer says the fall-back to float32, where there is one, as it starts).
+    performance = PerformanceSpec()
+    precision.resolve(performance.precision, force=performance.force_precision, say=_silent)
     os.makedirs(model_dir, exist_ok=True)
     trainer = Trainer(model_dir=model_dir)
     start = time.perf_counter()

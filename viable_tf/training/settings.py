@@ -10,6 +10,8 @@ import time
 import gin
 import tensorflow as tf
 
+from viable_tf.precision import check as check_precision
+
 
 def _at_least_one(owner: str, **values) -> None:
     for name, value in values.items():
@@ -71,14 +73,21 @@ class PerformanceSpec:
         XLA where a meta-gradient measured at start-up runs faster so (logged). Every
         stateless draw states its algorithm (`ops.RNG_ALG`), so a seed gives the same
         training tasks with or without XLA, on one device or mirrored.
+      precision: what the prediction network computes in, 'float32' or 'bfloat16'
+        (viable_tf/precision.py; gin/precision/bfloat16.gin): float32 weights, state,
+        losses, meta-gradient and optimizer either way. Where the CPU lacks native
+        bfloat16 the run says so and computes in float32, unless `force_precision`.
     """
 
     steps_per_call: int = 500
     draw_ahead: int | None = None
     tasks_per_pass: int | None = None
     jit_compile: bool | str = True
+    precision: str = "float32"
+    force_precision: bool = False
 
     def __post_init__(self) -> None:
+        check_precision(self.precision)
         if self.jit_compile not in (True, False, "auto"):
             raise ValueError(
                 "PerformanceSpec.jit_compile must be True, False or 'auto', "

@@ -36,6 +36,7 @@ import gin
 import keras
 import tensorflow as tf
 
+from viable_tf import precision
 from viable_tf.evaluation.protocols import figures, validation_protocol
 from viable_tf.learners.base import Learner
 from viable_tf.ops import seed_for
@@ -129,8 +130,11 @@ class Trainer:
         self.show_progress = show_progress and self.chief
 
         self.validate = validation_protocol(tasks)
+        #: What the prediction network computes in (precision.py): as asked, or float32
+        #: where the CPU has no native bfloat16 (said in one line).
+        self.precision = precision.resolve(performance.precision, force=performance.force_precision)
         keras.utils.set_random_seed(seed)
-        with self.strategy.scope():  # every variable, the optimizer's too, is mirrored
+        with self.strategy.scope(), precision.building(self.precision):  # variables mirrored
             self.learner: Learner = learner(input_dim=tasks.input_dim, output_dim=tasks.output_dim)
             check_task_loss(self.learner, tasks)
             self.transforms = self.chain.bind(self.learner)  # refuses a chain it cannot apply
