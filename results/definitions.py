@@ -254,4 +254,69 @@ TABLES = {
         corner="trained and tested with 2 outliers of 10",
         best="min",
     ),
+    # MeTAL beside VIABLE (docs/metal.md): sine at the paper's protocol and MeTAL's.
+    "metal_sine": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        ["cavia", "simviable_tanh", "relviable_tanh", "metal_cavia"],
+        corner="one inner step (the paper's protocol)",
+        best="min",
+    ),
+    "metal_sine_5steps": Table(
+        SP,
+        [(f"C5_K10_S5_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        ["cavia", "simviable_tanh", "relviable_tanh", "metal_cavia"],
+        corner="five inner steps (MeTAL's protocol)",
+        best="min",
+    ),
+    "metal_sine_paired": Paired(
+        [
+            (SP, f"C5_K10{steps}_seed{s}", a, b)
+            for steps in ("", "_S5")
+            for a, b in (
+                ("metal_cavia", "relviable_tanh"),
+                ("metal_cavia", "simviable_tanh"),
+                ("metal_cavia", "cavia"),
+            )
+            for s in (0, 1, 2)
+        ],
+        sparse=True,
+    ),
+    "metal_sine_by_support": Table(
+        SP,
+        [(f"vark_K{k}_seed0", f"K = {k}") for k in (1, 2, 4, 20)],
+        ["cavia", "relviable_tanh", "metal_cavia"],
+        corner="trained with K drawn from 0..20 (seed 0)",
+        best="min",
+    ),
+    "metal_beyond_sine": Table(
+        SP,
+        [(f"C5_K10_seed{s}", f"seed {s}") for s in (0, 1, 2)],
+        [
+            "relviable_tanh",
+            "relviable_adaptive",
+            "relviable_query",
+            "relviable_adaptive_query",
+            "metal_static_cavia",
+            "metal_cavia",
+            "relmetal_static_cavia",
+            "relmetal_cavia",
+        ],
+        corner="one inner step",
+        best="min",
+    ),
+    "metal_beyond_paired": Paired(
+        [
+            (SP, f"C5_K10_seed{s}", a, b)
+            for a, b in (
+                ("relviable_adaptive_query", "relviable_tanh"),
+                ("relviable_adaptive", "relviable_tanh"),
+                ("relviable_query", "relviable_tanh"),
+                ("metal_cavia", "metal_static_cavia"),
+                ("relmetal_cavia", "metal_cavia"),
+            )
+            for s in (0, 1, 2)
+        ],
+        sparse=True,
+    ),
 }

@@ -22,7 +22,14 @@ from results import definitions, verdicts
 from results.records import REPO, load, measured
 from results.tables import SuiteTimes, used
 
-PAGES = ("docs/RESULTS.md", "docs/comparisons.md", "README.md", "docs/TESTING.md", "docs/images.md")
+PAGES = (
+    "docs/RESULTS.md",
+    "docs/comparisons.md",
+    "docs/metal.md",
+    "README.md",
+    "docs/TESTING.md",
+    "docs/images.md",
+)
 INDEX = "docs/records.md"
 MARK = re.compile(
     r"(<!-- results:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S
@@ -35,6 +42,7 @@ def tables() -> dict:
         **definitions.TABLES,
         "verdicts": verdicts.VERDICTS,
         "glance": verdicts.GLANCE,
+        "metal_verdicts": verdicts.METAL_VERDICTS,
         "suite_time": SuiteTimes(),
     }
 

@@ -177,6 +177,58 @@ VERDICTS = Verdicts(
 )
 
 
+RELATIONAL_OR_ADAPTIVE = "Relational or task-adaptive learned loss? MeTAL against relVIABLE"
+METAL_SINE, METAL_IMAGES = "#sine-paired-on-the-same-test-tasks", "#omniglot-images-end-to-end"
+BEYOND = "#beyond-both-the-relation-with-metals-two-ideas"
+
+
+def _metal_seeds(question, ours, base, steps="", link=METAL_SINE, what="1 step"):
+    """One row per training seed of sine at `steps` ('' one step, '_S5' five), paired."""
+    return [
+        Verdict(
+            question,
+            _at(link, f"sine, {what}, seed {s}"),
+            (SP, f"C5_K10{steps}_seed{s}", ours),
+            (SP, f"C5_K10{steps}_seed{s}", base),
+        )
+        for s in (0, 1, 2)
+    ]
+
+
+def _not_measured(question, link, settings=SETTING_NAMES):
+    return [Verdict(question, _at(link, name)) for name in settings.values()]
+
+
+#: The verdicts of docs/metal.md: MeTAL (task-adaptive) against relVIABLE (relational).
+METAL_VERDICTS = Verdicts(
+    [
+        *_metal_seeds(RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh"),
+        *_metal_seeds(
+            RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh", "_S5", what="5 steps"
+        ),
+        *_not_measured(
+            "Relational or task-adaptive, on MAML: MeTAL against VIABLE (simVIABLE)",
+            METAL_IMAGES,
+        ),
+        *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
+        *_metal_seeds(
+            "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
+        ),
+        *_metal_seeds(
+            "Beyond both: relVIABLE with MeTAL's adapter and query pairs, against relVIABLE",
+            "relviable_adaptive_query",
+            "relviable_tanh",
+            link=BEYOND,
+        ),
+        *_not_measured(
+            "Beyond both, on images: MeTAL's terms over pairs against MeTAL",
+            BEYOND,
+            {"5way1shot": "5-way 1-shot"},
+        ),
+    ]
+)
+
+
 def _from_repo_root(link: str) -> str:
     """A link written for docs/RESULTS.md, rebased for a page at the repository's root: an
     anchor of RESULTS.md itself, or any other page of docs/ named relative to it."""

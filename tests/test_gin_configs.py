@@ -40,6 +40,7 @@ VARIANTS = {
     "_loss_mean": ("task_loss_feature", "mean"),
     "_loss_both": ("task_loss_feature", "both"),
     "_set_readout": ("readout", "set"),
+    "_5steps": ("inner_steps", 5),
 }
 
 

@@ -12,6 +12,8 @@ them to numbers itself, with integer and bit operations that are exact everywher
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 #: The counter-based generator behind every stateless draw of the library.
@@ -86,3 +88,26 @@ def relu(x: tf.Tensor):
         return tf.where(x > 0, upstream, tf.zeros_like(upstream))
 
     return tf.nn.relu(x), gradient
+
+
+def standardized(values: tf.Tensor, mask: tf.Tensor, axes: Sequence[int]) -> tf.Tensor:
+    """`values` minus the mean over `axes` of its real entries (`mask`, broadcast to it),
+    over their sample standard deviation plus 1e-12 (MeTAL's standardisation). With
+    fewer than two real entries, the entries minus their mean. Masked entries give 0."""
+    mask = tf.broadcast_to(mask, tf.shape(values))
+    real = tf.cast(mask, values.dtype)
+    count = tf.reduce_sum(real, axis=axes, keepdims=True)
+    kept = tf.where(mask, values, tf.zeros_like(values))
+    mean = tf.reduce_sum(kept, axis=axes, keepdims=True) / tf.maximum(count, 1.0)
+    centred = tf.where(mask, values - mean, tf.zeros_like(values))
+    var = tf.reduce_sum(tf.square(centred), axis=axes, keepdims=True) / tf.maximum(count - 1, 1)
+    positive = var > 0
+    std = tf.where(positive, tf.sqrt(tf.where(positive, var, tf.ones_like(var))), 0.0)
+    return centred / (std + 1e-12)
+
+
+def tensor_means(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    """[B, L]: the mean of each per-task tensor [B, ...] over all but its task axis."""
+    return tf.stack(
+        [tf.reduce_mean(tf.reshape(t, [tf.shape(t)[0], -1]), axis=1) for t in tensors], axis=1
+    )

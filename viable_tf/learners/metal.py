@@ -28,7 +28,7 @@ Shape legend: B tasks, K support, Q query, D input dim, Y output dim, L adapted 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import gin
 import tensorflow as tf
@@ -40,7 +40,7 @@ from viable_tf.learners.loss_features import Learned, Residual, Support
 from viable_tf.learners.maml import MAML
 from viable_tf.networks.adaptive_loss import OVER, ModulatedTerm
 from viable_tf.networks.prediction import PredictionNetwork
-from viable_tf.ops import masked_mean
+from viable_tf.ops import masked_mean, standardized, tensor_means
 
 #: What a term's rows hold: MeTAL's ([task state, y_hat, y], standardised per task), or
 #: VIABLE's point features as they are ([L_T(y_hat_j, y_j), x_j, y_hat_j, y_j]; a query's
@@ -77,29 +77,6 @@ class TermNetwork:
     activation: str = "relu"
     init: str = "metal"
     output_init: str = "init"
-
-
-def standardized(values: tf.Tensor, mask: tf.Tensor, axes: Sequence[int]) -> tf.Tensor:
-    """`values` minus the mean over `axes` of its real entries (`mask`, broadcast to it),
-    over their sample standard deviation plus 1e-12 (MeTAL's standardisation). With
-    fewer than two real entries, the entries minus their mean. Masked entries give 0."""
-    mask = tf.broadcast_to(mask, tf.shape(values))
-    real = tf.cast(mask, values.dtype)
-    count = tf.reduce_sum(real, axis=axes, keepdims=True)
-    kept = tf.where(mask, values, tf.zeros_like(values))
-    mean = tf.reduce_sum(kept, axis=axes, keepdims=True) / tf.maximum(count, 1.0)
-    centred = tf.where(mask, values - mean, tf.zeros_like(values))
-    var = tf.reduce_sum(tf.square(centred), axis=axes, keepdims=True) / tf.maximum(count - 1, 1)
-    positive = var > 0
-    std = tf.where(positive, tf.sqrt(tf.where(positive, var, tf.ones_like(var))), 0.0)
-    return centred / (std + 1e-12)
-
-
-def tensor_means(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
-    """[B, L]: the mean of each per-task tensor [B, ...] over all but its task axis."""
-    return tf.stack(
-        [tf.reduce_mean(tf.reshape(t, [tf.shape(t)[0], -1]), axis=1) for t in tensors], axis=1
-    )
 
 
 class TaskAdaptiveInnerLoss:
