@@ -319,4 +319,9 @@ TABLES = {
         ],
         sparse=True,
     ),
+    # bfloat16 against float32 (gin/precision/bfloat16.gin), on the same test episodes.
+    "bfloat16_images_paired": Paired(
+        [(E2E, "5way1shot", f"{m}_bfloat16", m) for m in ("protonet", "cavia", "maml_simviable")],
+        sparse=True,
+    ),
 }

@@ -92,7 +92,7 @@ def answer(ours: dict, base: dict) -> str:
 
 def setting_name(key: str) -> str:
     """A setting's key as a reader names it: `5way1shot` as 5-way 1-shot, `C5_K10_seed0`
-    as seed 0 (the sine protocol's C = 5, K = 10)."""
+    as seed 0 (the sine protocol's C = 5, K = 10), `C5_K10_S5_seed0` as 5 steps, seed 0."""
     ways = re.fullmatch(r"(\d+)way(\d+)shot", key)
     if ways:
         return f"{ways.group(1)}-way {ways.group(2)}-shot"
@@ -100,6 +100,9 @@ def setting_name(key: str) -> str:
     if sine:
         c, k, seed = sine.groups()
         return f"seed {seed}" if (c, k) == ("5", "10") else f"C = {c}, K = {k}, seed {seed}"
+    steps = re.fullmatch(r"C5_K10_S(\d+)_seed(\d+)", key)
+    if steps:
+        return f"{steps.group(1)} steps, seed {steps.group(2)}"
     return key
 
 
