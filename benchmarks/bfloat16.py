@@ -9,7 +9,7 @@ Each method and setting is built from gin/omniglot_conv/ as viable-train builds 
 trainer's compiled chunk: sampling, two second-order inner steps where the method has
 them, Adam), once in float32 and once with gin/precision/bfloat16.gin (forced, so that
 the table measures bfloat16 even on a CPU without it natively). Within a round the two
-formats run in turn, the first of the pair alternating between rounds; each cell is the
+formats run in turn, the first of the pair alternating between rounds and cells; each cell is the
 best chunk of its rounds. The header names the CPU's bfloat16 flags (avx512_bf16,
 amx_bf16): a CPU without them emulates bfloat16 and is expected to lose.
 """
@@ -68,22 +68,21 @@ def main() -> None:
         "| bfloat16 / float32 | slowest-fastest chunk (f32; bf16) |"
     )
     print("|---|---|---:|---:|---:|---|")
-    for setting in args.settings.split(","):
-        for method in args.methods.split(","):
-            measured = {f: [] for f in FORMATS}
-            for round_ in range(args.rounds):
-                order = FORMATS if round_ % 2 == 0 else FORMATS[::-1]
-                for number_format in order:
-                    measured[number_format] += rates(
-                        method, setting, number_format, data_dir, args.steps
-                    )
-            full, half = max(measured["float32"]), max(measured["bfloat16"])
-            spread = "; ".join(f"{min(measured[f]):.2f}-{max(measured[f]):.2f}" for f in FORMATS)
-            print(
-                f"| {method} | {setting} | {full:.2f} | {half:.2f} | {half / full:.2f}x "
-                f"| {spread} |",
-                flush=True,
-            )
+    cells = [(s, m) for s in args.settings.split(",") for m in args.methods.split(",")]
+    for index, (setting, method) in enumerate(cells):
+        measured = {f: [] for f in FORMATS}
+        for round_ in range(args.rounds):
+            order = FORMATS if (round_ + index) % 2 == 0 else FORMATS[::-1]
+            for number_format in order:
+                measured[number_format] += rates(
+                    method, setting, number_format, data_dir, args.steps
+                )
+        full, half = max(measured["float32"]), max(measured["bfloat16"])
+        spread = "; ".join(f"{min(measured[f]):.2f}-{max(measured[f]):.2f}" for f in FORMATS)
+        print(
+            f"| {method} | {setting} | {full:.2f} | {half:.2f} | {half / full:.2f}x | {spread} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
