@@ -80,6 +80,10 @@ CASES = {
 
 
 @pytest.mark.skipif(_capped(), reason="ONEDNN_MAX_CPU_ISA keeps oneDNN below bfloat16")
+@pytest.mark.skipif(
+    not hardware.onednn_enabled(),
+    reason="oneDNN off: a run falls back to float32 (Eigen's bfloat16 is not native)",
+)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_bfloat16_step_matches_the_float32_step_within_the_stated_tolerance(name):
     cls, kw = CASES[name]
@@ -111,13 +115,16 @@ def test_float32_is_the_default_and_changes_nothing():
     assert keras.config.dtype_policy().name == "float32"  # the global policy as it was
 
 
-def test_without_native_bfloat16_a_run_says_so_in_one_line_and_uses_float32():
+def test_without_native_bfloat16_a_run_says_so_in_one_line_and_uses_float32(monkeypatch):
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
     said = []
     assert precision.resolve("bfloat16", flags=WITHOUT, say=said.append) == "float32"
     assert len(said) == 1 and "no native bfloat16" in said[0] and "\n" not in said[0]
     assert precision.resolve("bfloat16", flags=ZEN4, say=said.append) == "bfloat16"
     assert precision.resolve("float32", flags=WITHOUT, say=said.append) == "float32"
     assert len(said) == 1
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")  # Eigen's kernels: not native
+    assert precision.resolve("bfloat16", flags=ZEN4, say=said.append) == "float32"
 
 
 def test_forced_bfloat16_where_the_kernels_cannot_run_it_is_refused(monkeypatch):
@@ -147,6 +154,7 @@ def test_an_unknown_precision_is_refused_in_one_line():
 def test_viable_train_refuses_a_bad_precision_before_writing_anything(
     binding, message, tmp_path, run_cli, monkeypatch
 ):
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")  # the refusal is oneDNN's
     model_dir = tmp_path / "run"
     params = [binding]
     if message is None:  # bfloat16 forced on a CPU whose oneDNN is capped below it

@@ -41,11 +41,15 @@ def check(precision: str) -> str:
 
 
 def native_bfloat16(flags: frozenset[str] | None = None) -> bool:
-    """Whether this CPU (or `flags`) computes bfloat16 natively, or a GPU is there."""
+    """Whether this CPU (or `flags`) computes bfloat16 natively through oneDNN, or a GPU
+    is there. With oneDNN off, Eigen's bfloat16 kernels lose a second-order MAML
+    meta-gradient's direction (cosine under 0.6 with float32's): not native."""
     import tensorflow as tf
 
     if tf.config.list_physical_devices("GPU"):
         return True
+    if not hardware.onednn_enabled():
+        return False
     flags = hardware.cpu_flags() if flags is None else flags
     return any(flag in flags for flag in NATIVE_FLAGS)
 
