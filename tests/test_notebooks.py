@@ -14,12 +14,17 @@ from make_notebooks import execute  # noqa: E402
 
 
 def _outputs(notebook) -> str:
+    """What the code cells printed, a cell's stream pieces joined as written: the kernel
+    flushes a stream on a timer, so one `print` can arrive as two outputs on a busy
+    machine ("viable-serve stopped:", then " 0")."""
     return "\n".join(
-        output.get("text", "")
+        "".join(
+            output.get("text", "")
+            for output in cell.get("outputs", [])
+            if output.get("output_type") == "stream"
+        )
         for cell in notebook.cells
         if cell.cell_type == "code"
-        for output in cell.get("outputs", [])
-        if output.get("output_type") == "stream"
     )
 
 
