@@ -50,17 +50,21 @@ def tables() -> dict:
 def cost(records: list[dict], every: list[dict]) -> tuple[float, int]:
     """The CPU time to rerun `records` on 2 cores, in seconds, and how many of them it
     could not estimate: a record's own training wall-clock, else that of the timed records
-    (of `every`) of the same shipped config, scaled to its updates."""
-    timed: dict[str, list[float]] = {}
+    (of `every`) of the same shipped config in the same precision, scaled to its updates."""
+
+    def kind(r: dict) -> tuple[str, str]:
+        return r.get("config"), r.get("precision", "float32")
+
+    timed: dict[tuple[str, str], list[float]] = {}
     for r in every:
         if "wall_clock_seconds" in r and r.get("config") and r.get("updates"):
-            timed.setdefault(r["config"], []).append(r["wall_clock_seconds"] / r["updates"])
+            timed.setdefault(kind(r), []).append(r["wall_clock_seconds"] / r["updates"])
     seconds, unknown = 0.0, 0
     for r in records:
         if "wall_clock_seconds" in r:
             seconds += r["wall_clock_seconds"]
-        elif r.get("config") in timed and r.get("updates"):
-            rates = timed[r["config"]]
+        elif kind(r) in timed and r.get("updates"):
+            rates = timed[kind(r)]
             seconds += r["updates"] * sum(rates) / len(rates)
         else:
             unknown += 1

@@ -200,3 +200,13 @@ def test_the_results_page_stays_one_page_of_results_and_verdicts():
     records (docs/lab/results_reading.md), paired detail is comparisons.md."""
     with open(os.path.join(store.REPO, "docs", "RESULTS.md")) as f:
         assert f.read().count("\n") <= 250
+
+
+def test_a_cells_rerun_cost_is_estimated_from_runs_in_its_own_precision():
+
+    timed32 = {"config": "c.gin", "updates": 100, "wall_clock_seconds": 10.0}
+    timed16 = {**timed32, "precision": "bfloat16", "wall_clock_seconds": 50.0}
+    untimed = {"config": "c.gin", "updates": 200}
+    assert render.cost([untimed], [timed16]) == (0.0, 1)
+    assert render.cost([untimed], [timed16, timed32]) == (20.0, 0)
+    assert render.cost([{**untimed, "precision": "bfloat16"}], [timed16, timed32]) == (100.0, 0)
