@@ -203,7 +203,6 @@ def test_the_results_page_stays_one_page_of_results_and_verdicts():
 
 
 def test_a_cells_rerun_cost_is_estimated_from_runs_in_its_own_precision():
-
     timed32 = {"config": "c.gin", "updates": 100, "wall_clock_seconds": 10.0}
     timed16 = {**timed32, "precision": "bfloat16", "wall_clock_seconds": 50.0}
     untimed = {"config": "c.gin", "updates": 200}
