@@ -14,7 +14,7 @@ from viable_tf import hardware, precision
 from viable_tf.cli import train as train_cli
 from viable_tf.export.saved_model import AdaptThenPredict
 from viable_tf.learners import CAVIA, MAML, PrototypeHead
-from viable_tf.networks.keras_model import conv4_film, keras_network
+from viable_tf.networks.keras_model import FiLM, conv4_film, keras_network
 from viable_tf.tasks import TaskBatch
 from viable_tf.training.settings import PerformanceSpec
 
@@ -29,6 +29,8 @@ from viable_tf.training.settings import PerformanceSpec
 LOSS_RTOL, GRAD_NORM_RTOL = 1e-2, 0.35
 GRAD_COSINE = {"protonet": 0.9, "cavia": 0.6, "maml": 0.6}
 WITHOUT = frozenset({"sse4_2", "avx2", "fma"})  # a Zen 3: no avx512_bf16, no amx_bf16
+#: conv4_film's element-wise layers, which compute in float32 under bfloat16 (faster).
+ELEMENTWISE = (FiLM, keras.layers.ReLU, keras.layers.MaxPooling2D)
 ZEN4 = WITHOUT | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}
 
 
@@ -95,6 +97,8 @@ def test_a_bfloat16_step_matches_the_float32_step_within_the_stated_tolerance(na
     (_, loss, grads), (half, loss16, grads16) = results["float32"], results["bfloat16"]
     conv = next(layer for layer in half.network.model.layers if "conv" in layer.name)
     assert conv.compute_dtype == "bfloat16" and conv.kernel.dtype == "float32"
+    elementwise = [layer for layer in half.network.model.layers if isinstance(layer, ELEMENTWISE)]
+    assert elementwise and {layer.compute_dtype for layer in elementwise} == {"float32"}
     assert loss16.dtype == tf.float32
     np.testing.assert_allclose(loss16, loss, rtol=LOSS_RTOL)
     g = np.concatenate([np.ravel(tf.convert_to_tensor(x)) for x in grads])

@@ -260,7 +260,9 @@ class FiLM(keras.layers.Layer):
     def build(self, input_shape) -> None:
         features, context = input_shape
         self.channels = int(features[-1])
-        self.dense = keras.layers.Dense(2 * self.channels, bias_initializer="zeros")
+        self.dense = keras.layers.Dense(  # computes in what FiLM computes in
+            2 * self.channels, bias_initializer="zeros", dtype=self.dtype_policy
+        )
         self.dense.build(context)
 
     def call(self, inputs):
@@ -288,7 +290,12 @@ def conv4_film(
     `filters` channels, FiLM by phi, ReLU, 2 x 2 max-pool) on an image given as
     `input_dim` numbers, then a linear output layer (none with `output_dim=None`: the
     flattened features). No batch normalisation: its statistics would be shared by the
-    tasks of a batch (refused by UserNetwork); FiLM is the per-task conditioning."""
+    tasks of a batch (refused by UserNetwork); FiLM is the per-task conditioning.
+
+    Under the bfloat16 precision (viable_tf/precision.py) the convolutions and the output
+    layer compute in bfloat16 and FiLM, ReLU and the pooling in float32: TensorFlow's CPU
+    kernels for element-wise bfloat16 ops are slower than its float32 ones, and than the
+    casts around them (benchmarks/bfloat16.py). In float32 every layer computes in it."""
     if int(np.prod(image_shape)) != input_dim:
         raise ValueError(f"image_shape {tuple(image_shape)} does not hold input_dim={input_dim}")
     x = keras.Input((input_dim,), name="x")
@@ -300,8 +307,9 @@ def conv4_film(
     for _ in range(blocks):
         h = keras.layers.Conv2D(filters, 3, padding="same")(h)
         if context_dim:
-            h = FiLM()([h, context])
-        h = keras.layers.MaxPooling2D(2)(keras.layers.ReLU()(h))
+            h = FiLM(dtype="float32")([h, context])  # element-wise: float32 (docstring)
+        h = keras.layers.ReLU(dtype="float32")(h)
+        h = keras.layers.MaxPooling2D(2, dtype="float32")(h)
     h = keras.layers.Flatten()(h)
     if output_dim is not None:
         h = keras.layers.Dense(output_dim)(h)
