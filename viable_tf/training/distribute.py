@@ -79,7 +79,7 @@ def make_strategy(name: str = "default", logical_cpus: int = 0) -> tf.distribute
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process writes checkpoints, summaries and results."""
-    resolver = getattr(strategy, "cluster_resolver", None)
+    resolver = strategy.cluster_resolver  # None on one machine
     if resolver is None or not resolver.task_type:
         return True
     cluster = resolver.cluster_spec().as_dict()
