@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/run_suite.py [PYTEST_ARGS ...]
 
-every test on both cores (`pytest -n 2 --dist loadfile`, with its 25 slowest tests
+every test on both cores (`pytest -n 2 --dist loadfile --no-loadscope-reorder`: whole
+files, in the order tests/conftest.py gives them, longest first; its 25 slowest tests
 listed) and, at the same time at a lower priority, the `float_sensitive` tests again on
 the other float paths: Eigen's kernels, and oneDNN as on a CPU without AVX-512 where this
 CPU has more (docs/TESTING.md). The second run takes the cores the first leaves idle
@@ -64,7 +65,9 @@ def main() -> int:
     with caches, tempfile.TemporaryFile("w+") as log:
         beside = subprocess.Popen(beside_run, stdout=log, stderr=subprocess.STDOUT)
         try:
-            main_run = [pytest, "-q", "-n", "2", "--dist", "loadfile", "--durations=25"]
+            # Files in conftest's LONGEST_FIRST order, not xdist's by test count.
+            order = ("--dist", "loadfile", "--no-loadscope-reorder")
+            main_run = [pytest, "-q", "-n", "2", *order, "--durations=25"]
             status = subprocess.call([*main_run, *extra], env=main_env)
             float_status = beside.wait()
         finally:

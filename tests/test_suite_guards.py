@@ -64,3 +64,13 @@ def test_the_avx2_float_path_is_rerun_only_where_the_main_run_takes_another():
     assert run_suite.float_paths(zen3 | {"avx512f", "avx512bw"}) == run_suite.FLOAT_PATHS
     assert run_suite.float_paths(zen3 | {"avx_vnni"}) == run_suite.FLOAT_PATHS
     assert run_suite.float_paths(frozenset()) == run_suite.FLOAT_PATHS  # flags unknown: both
+
+
+def test_every_file_of_the_longest_first_order_exists():
+    """A renamed or removed file would drop out of the order silently, and its tests run
+    wherever the collection puts them."""
+    import conftest
+
+    here = os.path.join(REPO, "tests")
+    assert [f for f in conftest.LONGEST_FIRST if not os.path.isfile(os.path.join(here, f))] == []
+    assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
