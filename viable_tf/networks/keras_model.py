@@ -293,9 +293,11 @@ def conv4_film(
     tasks of a batch (refused by UserNetwork); FiLM is the per-task conditioning.
 
     Under the bfloat16 precision (viable_tf/precision.py) the convolutions and the output
-    layer compute in bfloat16 and FiLM, ReLU and the pooling in float32: TensorFlow's CPU
-    kernels for element-wise bfloat16 ops are slower than its float32 ones, and than the
-    casts around them (benchmarks/bfloat16.py). In float32 every layer computes in it."""
+    layer compute in bfloat16; with a context, FiLM, ReLU and the pooling compute in
+    float32, since TensorFlow's CPU kernels for element-wise bfloat16 ops run FiLM's scale
+    and shift slower than float32's and the casts around them; without one (MAML), ReLU
+    and the pooling stay in bfloat16, which measured faster there (benchmarks/bfloat16.py).
+    In float32 every layer computes in it."""
     if int(np.prod(image_shape)) != input_dim:
         raise ValueError(f"image_shape {tuple(image_shape)} does not hold input_dim={input_dim}")
     x = keras.Input((input_dim,), name="x")
@@ -304,12 +306,13 @@ def conv4_film(
     if context_dim:
         context = keras.Input((context_dim,), name="context")
         inputs.append(context)
+    elementwise = "float32" if context_dim else None  # None: the run's precision (docstring)
     for _ in range(blocks):
         h = keras.layers.Conv2D(filters, 3, padding="same")(h)
         if context_dim:
-            h = FiLM(dtype="float32")([h, context])  # element-wise: float32 (docstring)
-        h = keras.layers.ReLU(dtype="float32")(h)
-        h = keras.layers.MaxPooling2D(2, dtype="float32")(h)
+            h = FiLM(dtype=elementwise)([h, context])
+        h = keras.layers.ReLU(dtype=elementwise)(h)
+        h = keras.layers.MaxPooling2D(2, dtype=elementwise)(h)
     h = keras.layers.Flatten()(h)
     if output_dim is not None:
         h = keras.layers.Dense(output_dim)(h)
