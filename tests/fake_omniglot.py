@@ -58,10 +58,10 @@ def write_fake_omniglot_zips(root, *, characters: int = 5, drawings: int = 20, s
 
     rng = np.random.default_rng(seed)
     train = omniglot.ALPHABETS["train"]
+    alphabets = [a for names in omniglot.ALPHABETS.values() for a in names]
     for name in omniglot.ZIPS:
         top = name.removesuffix(".zip")
         first = name == omniglot.ZIPS[0]
-        alphabets = [a for names in omniglot.ALPHABETS.values() for a in names]
         with zipfile.ZipFile(root / name, "w") as archive:
             for alphabet in (a for a in alphabets if (a in train) == first):
                 for c in range(characters):
