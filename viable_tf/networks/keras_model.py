@@ -293,10 +293,10 @@ def conv4_film(
     tasks of a batch (refused by UserNetwork); FiLM is the per-task conditioning.
 
     Under the bfloat16 precision (viable_tf/precision.py) the convolutions and the output
-    layer compute in bfloat16; with a context, FiLM, ReLU and the pooling compute in
-    float32, since TensorFlow's CPU kernels for element-wise bfloat16 ops run FiLM's scale
-    and shift slower than float32's and the casts around them; without one (MAML), ReLU
-    and the pooling stay in bfloat16, which measured faster there (benchmarks/bfloat16.py).
+    layer compute in bfloat16. With a context, FiLM, ReLU and the pooling compute in
+    float32: TensorFlow's CPU kernels for element-wise bfloat16 ops are slower than its
+    float32 ones, casts included. Without one (MAML), ReLU and the pooling stay in
+    bfloat16, which measured faster there (benchmarks/bfloat16.py).
     In float32 every layer computes in it."""
     if int(np.prod(image_shape)) != input_dim:
         raise ValueError(f"image_shape {tuple(image_shape)} does not hold input_dim={input_dim}")
