@@ -18,15 +18,18 @@ from viable_tf.learners import (
     AdaptedState,
     Inputs,
     Labels,
+    MeTAL,
     Outputs,
     Residual,
     TaskLoss,
+    TermNetwork,
 )
 from viable_tf.learners.loss_features import Support, canonical_logits
 from viable_tf.networks import FiLM, RelationLossNetwork, SimpleLossNetwork, keras_network
 from viable_tf.run_dir import RunDir
 from viable_tf.training.checkpoints import TrainingCheckpoints, WallClock
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N, K, C = 3, 2, 6  # way, support points per task (one per class here: K = N below), context
 
 
@@ -192,6 +195,79 @@ def test_output_init_is_checked_and_kept_in_the_config():
         SimpleLossNetwork(output_init="ones")
     network = RelationLossNetwork(hidden_units=(4,), output_init="zeros")
     assert RelationLossNetwork.from_config(network.get_config()).output_init == "zeros"
+
+
+# -- why MeTAL on CAVIA collapsed, pinned ----------------------------------------------
+
+
+def _context_gradients(learner, support_x, support_y, mask, query_x):
+    """At phi_0 = 0, the gradient on the context of the cross-entropy and of the learned
+    terms (the inner loss minus the cross-entropy), [B, C] each."""
+    phi = tf.zeros([support_x.shape[0], C])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(phi)
+        state = AdaptedState(context=phi)
+        task = tf.reduce_sum(
+            learner.support_mean(learner.task_loss, state, support_x, support_y, mask)
+        )
+        inner = tf.reduce_sum(
+            learner.inner_loss(state, support_x, support_y, mask, step=0, query_x=query_x)
+        )
+    task_gradient = tape.gradient(task, phi)
+    return task_gradient, tape.gradient(inner, phi) - task_gradient
+
+
+def test_metals_terms_from_metals_start_outweigh_cavias_step_and_from_zero_leave_it_alone():
+    """The cause of MeTAL on CAVIA's end-to-end collapse: from MeTAL's own start (every
+    term layer Glorot-uniform) the terms' gradient on the context is several times the
+    cross-entropy's, so CAVIA's first step at lr 1.0 goes where a random network points
+    (end to end meta-training then made the predictions uniform). The end-to-end configs
+    start the terms' output layers at zero (gin/omniglot_conv/metal_cavia_terms.gin):
+    the adapted context is CAVIA's and the meta-gradient reaches both output layers."""
+    support_x, support_y, mask, query_x = _episode()
+    metal = _on_conv_film(MeTAL, inner_lr=1.0)
+    task, terms = _context_gradients(metal, support_x, support_y, mask, query_x)
+    assert float(tf.norm(terms)) > 3 * float(tf.norm(task)) > 0
+
+    flat = _on_conv_film(MeTAL, inner_lr=1.0, term_network=TermNetwork(output_init="zeros"))
+    task, terms = _context_gradients(flat, support_x, support_y, mask, query_x)
+    np.testing.assert_array_equal(terms.numpy(), 0.0)
+    expected = _on_conv_film(CAVIA, inner_lr=1.0).adapt(support_x, support_y, mask).context
+    np.testing.assert_array_equal(
+        flat.adapt(support_x, support_y, mask, query_x=query_x).context.numpy(), expected.numpy()
+    )
+    outputs = [flat.support_term.networks[0][-2], flat.query_network.networks[0][-2]]
+    with tf.GradientTape() as tape:
+        context = flat.adapt(support_x, support_y, mask, query_x=query_x).context
+        query_y = tf.zeros(query_x.shape[:2], tf.int32)
+        query_loss = tf.reduce_mean(
+            flat.task_loss(flat.predict(AdaptedState(context=context), query_x), query_y)
+        )
+    for grad in tape.gradient(query_loss, outputs):
+        assert np.isfinite(grad.numpy()).all() and np.abs(grad.numpy()).max() > 0
+
+
+@pytest.mark.parametrize("setting", ["5way1shot", "5way5shot", "20way1shot"])
+def test_the_end_to_end_metal_configs_start_cavias_terms_flat_and_mamls_as_metals(setting):
+    import gin
+
+    from viable_tf import config
+
+    for base, start in (
+        ("metal_cavia", "zeros"),
+        ("relmetal_cavia", "zeros"),
+        ("metal_maml", "init"),
+    ):
+        name = f"omniglot_conv/{base}_{setting}.gin"
+        if not os.path.exists(os.path.join(REPO, "gin", name)):
+            continue  # relmetal_cavia is a 5-way 1-shot cell only
+        config.parse([name])
+        try:
+            bound = gin.query_parameter("TermNetwork.output_init")
+        except ValueError:  # not bound: the class default, MeTAL's start
+            bound = TermNetwork().output_init
+        assert bound == start, name
+    gin.clear_config()
 
 
 # -- class-canonical features ----------------------------------------------------------
