@@ -13,13 +13,15 @@ by the op's type and classed: convolutions, matmuls and their gradients, the ele
 Prints, per config, milliseconds of op time per update by class in each format, and the
 ceiling: the update's op time in float32 with its convolutions and matmuls at their
 bfloat16 time and everything else at float32's, casts free (what bfloat16 gives if it
-speeds up the products alone and costs nothing else). Op time sums the threads, so read ratios, not wall-clock.
+speeds up the products alone and costs nothing else). Op time sums the threads, so read
+ratios, not wall-clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import glob
 import os
 import sys
 import tempfile
@@ -27,7 +29,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fusion_profile import _xplane, self_times  # noqa: E402
+from fusion_profile import self_times
 
 CLASSES = ("conv/matmul", "element-wise", "cast", "other")
 PRODUCTS = ("Conv2D", "MatMul", "BatchMatMul", "FusedConv2D", "FusedMatMul", "DepthwiseConv2d")
@@ -82,7 +84,8 @@ def profile(method: str, setting: str, number_format: str, data_dir: str, steps:
         tf.profiler.experimental.stop()
         if ran != steps:
             sys.exit(f"the chunk ran {ran} of {steps} updates")
-        times = self_times(_xplane(trace))
+        (xplane,) = glob.glob(os.path.join(trace, "**", "*.xplane.pb"), recursive=True)
+        times = self_times(xplane)
     by_class: collections.Counter = collections.Counter()
     for event, seconds in times.items():
         if ":" in event and "::" not in event:  # an op, not an executor event holding ops
