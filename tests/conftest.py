@@ -114,5 +114,10 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items):
+    # `xla_only` narrows a float path's rerun (tests/run_suite.py): on a test that no float
+    # path reruns it would say something untrue, so it is refused at collection.
+    for item in items:
+        if item.get_closest_marker("xla_only") and not item.get_closest_marker("float_sensitive"):
+            raise pytest.UsageError(f"{item.nodeid} is marked xla_only but not float_sensitive")
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole

@@ -5,10 +5,17 @@
 every test on both cores (`pytest -n 2 --dist loadfile --no-loadscope-reorder`: whole
 files, in the order tests/conftest.py gives them, longest first; its 25 slowest tests
 listed) and, at the same time at a lower priority, the `float_sensitive` tests again on
-the other float paths: Eigen's kernels, and oneDNN as on a CPU without AVX-512 where this
-CPU has more (docs/TESTING.md). The second run takes the cores the first leaves idle
-(between files, at its tail) instead of starting after it. Its report follows the
-first's; the exit status is non-zero if either run failed. Extra arguments go to both runs.
+the other float paths, one pytest per path: Eigen's kernels, and the CPU as one without
+AVX-512 where this CPU has more (docs/TESTING.md). The float-path runs take the cores the
+first leaves idle (between files, at its tail) instead of starting after it. Their
+reports follow the first's; the exit status is non-zero if any run failed. Extra
+arguments go to every run.
+
+A float path is what it changes for TensorFlow's kernels and for XLA's: without AVX-512,
+oneDNN's kernels (`ONEDNN_MAX_CPU_ISA=AVX2`) and XLA's generated code
+(`--xla_cpu_max_isa=AVX2`) both stop at AVX2; Eigen's kernels in place of oneDNN's
+(`TF_ENABLE_ONEDNN_OPTS=0`) change no XLA program, so the tests marked `xla_only`, whose
+arithmetic is all in XLA, compute the main run's bits there and are left out of that path.
 
 Each run keeps XLA's compiled programs in a persistent cache of its own for its
 duration (`--tf_xla_persistent_cache_directory`, inherited by every process it starts):
@@ -18,6 +25,7 @@ of its HLO and options, so what runs is what a fresh compile would give; each fl
 has its own cache, and the caches are deleted at the end.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -40,10 +48,29 @@ def float_paths(flags: frozenset[str]) -> tuple[str, ...]:
     return FLOAT_PATHS
 
 
-def xla_cache(folder: str) -> str:
+def path_environment(path: str, environ: dict) -> dict:
+    """The variables a float path sets: its own, and for the AVX2 path XLA's code limited to
+    AVX2 as well (XLA_FLAGS), as on a CPU without AVX-512."""
+    name, value = path.split("=", 1)
+    variables = {name: value}
+    if name == "ONEDNN_MAX_CPU_ISA":
+        flags = environ.get("XLA_FLAGS", "")
+        variables["XLA_FLAGS"] = f"{flags} --xla_cpu_max_isa={value}".strip()
+    return variables
+
+
+def path_markers(path: str) -> str:
+    """Which tests a float path reruns: every float_sensitive one, but on Eigen's kernels
+    not those whose arithmetic XLA alone computes (the same bits as the main run's)."""
+    if path.startswith("TF_ENABLE_ONEDNN_OPTS"):
+        return "float_sensitive and not xla_only"
+    return "float_sensitive"
+
+
+def xla_cache(folder: str, environ: dict) -> str:
     """TF_XLA_FLAGS with XLA's persistent compilation cache in `folder`, beside any
     flags already set."""
-    flags = os.environ.get("TF_XLA_FLAGS", "")
+    flags = environ.get("TF_XLA_FLAGS", "")
     return f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
 
 
@@ -53,30 +80,34 @@ def main() -> int:
     caches = tempfile.TemporaryDirectory(prefix="viable-xla-cache-")
     paths = float_paths(hardware.cpu_flags())
     folders = [os.path.join(caches.name, str(i)) for i in range(len(paths) + 1)]
-    beside_run = [
-        *("nice", "-n", "10", pytest, "-q", "-m", "float_sensitive", "--dist", "each"),
-        *(
-            f"--tx=popen//env:{path}//env:TF_XLA_FLAGS={xla_cache(folder)}"
-            for path, folder in zip(paths, folders[1:], strict=True)
-        ),
-        *extra,
-    ]
-    main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0])}
-    with caches, tempfile.TemporaryFile("w+") as log:
-        beside = subprocess.Popen(beside_run, stdout=log, stderr=subprocess.STDOUT)
+    main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0], os.environ)}
+    with caches, contextlib.ExitStack() as stack:
+        beside = []
+        for path, folder in zip(paths, folders[1:], strict=True):
+            log = stack.enter_context(tempfile.TemporaryFile("w+"))
+            env = {
+                **os.environ,
+                **path_environment(path, os.environ),
+                "TF_XLA_FLAGS": xla_cache(folder, os.environ),
+            }
+            command = ["nice", "-n", "10", pytest, "-q", "-m", path_markers(path), *extra]
+            run = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            beside.append((path, log, run))
         try:
             # Files in conftest's LONGEST_FIRST order, not xdist's by test count.
             order = ("--dist", "loadfile", "--no-loadscope-reorder")
             main_run = [pytest, "-q", "-n", "2", *order, "--durations=25"]
-            status = subprocess.call([*main_run, *extra], env=main_env)
-            float_status = beside.wait()
+            statuses = [subprocess.call([*main_run, *extra], env=main_env)]
+            statuses += [run.wait() for _, _, run in beside]
         finally:
-            if beside.poll() is None:
-                beside.kill()
-        log.seek(0)
-        print(f"\nThe float_sensitive tests on {' and '.join(paths)}:", flush=True)
-        sys.stdout.write(log.read())
-    return status or float_status
+            for _, _, run in beside:
+                if run.poll() is None:
+                    run.kill()
+        for path, log, _ in beside:
+            log.seek(0)
+            print(f"\nThe float_sensitive tests on {path}:", flush=True)
+            sys.stdout.write(log.read())
+    return next((status for status in statuses if status), 0)
 
 
 if __name__ == "__main__":

@@ -162,6 +162,7 @@ OVERFIT_STEPS, OVERFIT_RATIO, DIVERGENCE_RATIO = 400, 0.25, 1.5
 
 @pytest.mark.slow
 @pytest.mark.float_sensitive
+@pytest.mark.xla_only  # the meta-updates are one XLA program; the batch is drawn before it
 def test_overfits_one_fixed_batch(make_learner, tmp_path):
     """Trained as the product trains (the Trainer's Adam at 1e-3, its elementwise
     clipping at 10, XLA as the sine configs compile), every learner fits one batch.

@@ -66,6 +66,20 @@ def test_the_avx2_float_path_is_rerun_only_where_the_main_run_takes_another():
     assert run_suite.float_paths(frozenset()) == run_suite.FLOAT_PATHS  # flags unknown: both
 
 
+def test_the_avx2_path_limits_xla_too_and_the_eigen_path_leaves_out_what_xla_computes():
+    import run_suite
+
+    avx2 = run_suite.path_environment("ONEDNN_MAX_CPU_ISA=AVX2", {"XLA_FLAGS": "--xla_dump_to=d"})
+    assert avx2 == {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "XLA_FLAGS": "--xla_dump_to=d --xla_cpu_max_isa=AVX2",
+    }
+    eigen = run_suite.path_environment("TF_ENABLE_ONEDNN_OPTS=0", {})
+    assert eigen == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert run_suite.path_markers("TF_ENABLE_ONEDNN_OPTS=0") == "float_sensitive and not xla_only"
+    assert run_suite.path_markers("ONEDNN_MAX_CPU_ISA=AVX2") == "float_sensitive"
+
+
 def test_every_file_of_the_longest_first_order_exists():
     """A renamed or removed file would drop out of the order silently, and its tests run
     wherever the collection puts them."""
