@@ -319,6 +319,26 @@ TABLES = {
         ],
         sparse=True,
     ),
+    # MeTAL end to end on the images (docs/metal.md), beside VIABLE and the bases.
+    "metal_images": Table(
+        E2E,
+        WAYS,
+        ["metal_maml", "maml_simviable", "simviable", "maml", "cavia", "protonet"],
+        best="max",  # a MeTAL row joins as its first record lands (a table has no empty row)
+    ),
+    "metal_images_paired": Paired(
+        [
+            (E2E, setting, ours, base)
+            for setting, _ in WAYS
+            for ours, bases in (
+                ("metal_maml", ("maml_simviable", "maml", "protonet")),
+                ("metal_cavia", ("simviable", "cavia", "protonet")),
+                ("relmetal_cavia", ("metal_cavia",)),
+            )
+            for base in bases
+        ],
+        sparse=True,
+    ),
     # bfloat16 against float32 (gin/precision/bfloat16.gin), on the same test episodes.
     "bfloat16_images_paired": Paired(
         [(E2E, "5way1shot", f"{m}_bfloat16", m) for m in ("protonet", "cavia", "maml_simviable")],

@@ -178,6 +178,7 @@ VERDICTS = Verdicts(
 
 
 RELATIONAL_OR_ADAPTIVE = "Relational or task-adaptive learned loss? MeTAL against relVIABLE"
+METAL_ON_MAML = "Relational or task-adaptive, on MAML: MeTAL against VIABLE (simVIABLE)"
 METAL_SINE, METAL_IMAGES = "#sine-paired-on-the-same-test-tasks", "#omniglot-images-end-to-end"
 BEYOND = "#beyond-both-the-relation-with-metals-two-ideas"
 
@@ -206,9 +207,17 @@ METAL_VERDICTS = Verdicts(
         *_metal_seeds(
             RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh", "_S5", what="5 steps"
         ),
-        *_not_measured(
-            "Relational or task-adaptive, on MAML: MeTAL against VIABLE (simVIABLE)",
+        *_ways(
+            METAL_ON_MAML,
+            "metal_maml",
+            "maml_simviable",
             METAL_IMAGES,
+            settings={"5way1shot": "5-way 1-shot"},
+        ),
+        *_not_measured(
+            METAL_ON_MAML,
+            METAL_IMAGES,
+            {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
         ),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
