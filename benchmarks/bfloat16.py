@@ -22,11 +22,9 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import gin
-from timing import chunk_rates, header
+from timing import chunk_rates, header, image_trainer
 
-from viable_tf import config, hardware, precision
-from viable_tf.training import Trainer
+from viable_tf import hardware, precision
 
 METHODS = ("protonet", "cavia", "simviable", "maml", "maml_simviable")
 SETTINGS = ("5way1shot", "20way1shot")
@@ -35,19 +33,11 @@ FORMATS = ("float32", "bfloat16")
 
 def rates(method: str, setting: str, number_format: str, data_dir: str, steps: int) -> list:
     """Meta-updates per second of 3 chunks of `steps`, after a warm-up chunk."""
-    gin.clear_config()
-    config.parse(
-        [f"omniglot_conv/{method}_{setting}.gin"],
-        [
-            f"IMAGE_DIR={data_dir!r}",
-            "Trainer.show_progress=False",
-            f"PerformanceSpec.steps_per_call={steps}",
-            f"PerformanceSpec.precision={number_format!r}",
-            "PerformanceSpec.force_precision=True",
-        ],
-    )
     with tempfile.TemporaryDirectory() as model_dir:
-        trainer = Trainer(model_dir=model_dir)
+        trainer = image_trainer(
+            method, setting, data_dir, model_dir,
+            steps_per_call=steps, precision=number_format, force_precision=True,
+        )  # fmt: skip
         return chunk_rates(trainer, steps=steps, repeats=3, warmup_steps=2)
 
 

@@ -104,6 +104,25 @@ def chunk_rate(trainer, *, steps: int, repeats: int, warmup_steps: int = 100) ->
     return max(chunk_rates(trainer, steps=steps, repeats=repeats, warmup_steps=warmup_steps))
 
 
+def image_trainer(method: str, setting: str, data_dir: str, model_dir: str, **spec):
+    """A Trainer built from the shipped end-to-end config `omniglot_conv/METHOD_SETTING.gin`
+    as viable-train builds it, on Omniglot's zips in `data_dir`, with `spec`'s
+    PerformanceSpec bindings (`steps_per_call=6`, `precision="bfloat16"`) over the config's;
+    the progress bar off (bfloat16.py, lab/bfloat16_profile.py)."""
+    import gin
+
+    from viable_tf import config
+    from viable_tf.training import Trainer
+
+    gin.clear_config()
+    bindings = [f"PerformanceSpec.{name}={value!r}" for name, value in spec.items()]
+    config.parse(
+        [f"omniglot_conv/{method}_{setting}.gin"],
+        [f"IMAGE_DIR={data_dir!r}", "Trainer.show_progress=False", *bindings],
+    )
+    return Trainer(model_dir=model_dir)
+
+
 def relviable_sine_rate(
     strategy, batch_size: int, *, jit_compile: bool, steps: int | None = None
 ) -> float:

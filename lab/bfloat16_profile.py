@@ -28,6 +28,9 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+)
 
 from fusion_profile import self_times
 
@@ -58,25 +61,14 @@ def classify(kind: str) -> str:
 
 def profile(method: str, setting: str, number_format: str, data_dir: str, steps: int) -> dict:
     """Milliseconds of op self time per update, by class."""
-    import gin
     import tensorflow as tf
+    from timing import image_trainer
 
-    from viable_tf import config
-    from viable_tf.training import Trainer
-
-    gin.clear_config()
-    config.parse(
-        [f"omniglot_conv/{method}_{setting}.gin"],
-        [
-            f"IMAGE_DIR={data_dir!r}",
-            "Trainer.show_progress=False",
-            f"PerformanceSpec.steps_per_call={steps}",
-            f"PerformanceSpec.precision={number_format!r}",
-            "PerformanceSpec.force_precision=True",
-        ],
-    )
     with tempfile.TemporaryDirectory() as work:
-        trainer = Trainer(model_dir=os.path.join(work, "run"))
+        trainer = image_trainer(
+            method, setting, data_dir, os.path.join(work, "run"),
+            steps_per_call=steps, precision=number_format, force_precision=True,
+        )  # fmt: skip
         int(trainer.train_chunk(tf.constant(steps))[0])  # trace, warm up
         trace = os.path.join(work, "trace")
         tf.profiler.experimental.start(trace)

@@ -34,35 +34,12 @@ def fingerprint(learner: str, steps: int) -> str:
     """In this process: the losses of `steps` updates of the overfitting run, hashed."""
     import tempfile
 
-    import tensorflow as tf
-
     sys.path.insert(0, os.path.join(REPO, "tests"))
     import test_learners
 
-    from viable_tf.tasks import SineTasks
-    from viable_tf.training import Trainer
-
-    make = test_learners.LEARNERS[learner]
     with tempfile.TemporaryDirectory() as model_dir:
-        trainer = Trainer(
-            model_dir=model_dir,
-            tasks=SineTasks(),
-            learner=lambda input_dim, output_dim: make(),
-            meta_batch_size=5,
-            show_progress=False,
-        )
-        batch = test_learners._batch(num_tasks=5)
-
-        @tf.function(jit_compile=trainer.jit_compile)
-        def train():
-            losses = tf.TensorArray(tf.float32, size=steps)
-            for i in tf.range(steps):
-                loss, _, grads = trainer.meta_gradients(batch)
-                trainer.optimizer.apply_gradients(zip(grads, trainer.variables, strict=True))
-                losses = losses.write(i, loss)
-            return losses.stack()
-
-        return hashlib.md5(train().numpy().tobytes()).hexdigest()[:12]
+        losses = test_learners.overfit_losses(test_learners.LEARNERS[learner], model_dir, steps)
+    return hashlib.md5(losses.tobytes()).hexdigest()[:12]
 
 
 def main() -> None:

@@ -160,17 +160,11 @@ def test_task_data_are_constants_of_the_meta_update():
 OVERFIT_STEPS, OVERFIT_RATIO, DIVERGENCE_RATIO = 400, 0.25, 1.5
 
 
-@pytest.mark.slow
-@pytest.mark.float_sensitive
-@pytest.mark.xla_only  # the meta-updates are one XLA program; the batch is drawn before it
-def test_overfits_one_fixed_batch(make_learner, tmp_path):
-    """Trained as the product trains (the Trainer's Adam at 1e-3, its elementwise
-    clipping at 10, XLA as the sine configs compile), every learner fits one batch.
-
-    A steady statistic, not one point of the trajectory: training on one CPU's kernels
-    ends elsewhere than on another's, so the last loss alone is a draw."""
+def overfit_losses(make_learner, model_dir: str, steps: int) -> np.ndarray:
+    """The losses of `steps` meta-updates on one fixed batch of 5 sine tasks, trained as the
+    product trains (lab/float_path_bits.py hashes them on each float path)."""
     trainer = Trainer(
-        model_dir=str(tmp_path),
+        model_dir=model_dir,
         tasks=SineTasks(),
         learner=lambda input_dim, output_dim: make_learner(),  # sine: 1 -> 1
         meta_batch_size=5,
@@ -180,14 +174,26 @@ def test_overfits_one_fixed_batch(make_learner, tmp_path):
 
     @tf.function(jit_compile=trainer.jit_compile)
     def train():
-        losses = tf.TensorArray(tf.float32, size=OVERFIT_STEPS)
-        for i in tf.range(OVERFIT_STEPS):
+        losses = tf.TensorArray(tf.float32, size=steps)
+        for i in tf.range(steps):
             loss, _, grads = trainer.meta_gradients(batch)
             trainer.optimizer.apply_gradients(zip(grads, trainer.variables, strict=True))
             losses = losses.write(i, loss)
         return losses.stack()
 
-    losses = train().numpy()
+    return train().numpy()
+
+
+@pytest.mark.slow
+@pytest.mark.float_sensitive
+@pytest.mark.xla_only  # the meta-updates are one XLA program; the batch is drawn before it
+def test_overfits_one_fixed_batch(make_learner, tmp_path):
+    """Trained as the product trains (the Trainer's Adam at 1e-3, its elementwise
+    clipping at 10, XLA as the sine configs compile), every learner fits one batch.
+
+    A steady statistic, not one point of the trajectory: training on one CPU's kernels
+    ends elsewhere than on another's, so the last loss alone is a draw."""
+    losses = overfit_losses(make_learner, str(tmp_path), OVERFIT_STEPS)
     initial, steady = float(losses[0]), float(np.median(losses[-20:]))
     worst = float(np.max(losses[20:]))
     margin = (
