@@ -179,6 +179,7 @@ VERDICTS = Verdicts(
 
 RELATIONAL_OR_ADAPTIVE = "Relational or task-adaptive learned loss? MeTAL against relVIABLE"
 METAL_ON_MAML = "Relational or task-adaptive, on MAML: MeTAL against VIABLE (simVIABLE)"
+METAL_ON_CAVIA = "Relational or task-adaptive, on CAVIA: MeTAL against simVIABLE"
 METAL_SINE, METAL_IMAGES = "#sine-paired-on-the-same-test-tasks", "#omniglot-images-end-to-end"
 BEYOND = "#beyond-both-the-relation-with-metals-two-ideas"
 
@@ -219,6 +220,7 @@ METAL_VERDICTS = Verdicts(
             METAL_IMAGES,
             {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
         ),
+        *_not_measured(METAL_ON_CAVIA, METAL_IMAGES),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
             "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
