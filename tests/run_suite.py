@@ -23,6 +23,10 @@ the same meta-update compiled again, by another test or a command-line run a tes
 starts, is read back instead of compiled anew. A program is cached under a fingerprint
 of its HLO and options, so what runs is what a fresh compile would give; each float path
 has its own cache, and the caches are deleted at the end.
+
+The browser's installation, which the README's test command starts in the background
+(tests/browser_install.py), is waited for before this script returns; if it failed, so
+does the run.
 """
 
 import contextlib
@@ -30,6 +34,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import browser_install
 
 from viable_tf import hardware  # no TensorFlow: /proc/cpuinfo's flags
 
@@ -107,6 +113,10 @@ def main() -> int:
             log.seek(0)
             print(f"\nThe float_sensitive tests on {path}:", flush=True)
             sys.stdout.write(log.read())
+    reason = browser_install.wait()
+    if reason is not None:
+        print(f"\n{reason}", flush=True)
+        statuses.append(1)
     return next((status for status in statuses if status), 0)
 
 

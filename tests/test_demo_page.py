@@ -1,7 +1,8 @@
 """The /demo page in a real browser: headless Chromium driven by Selenium
 against a viable-serve on loopback. Chromium and its driver are Debian's `chromium` and
-`chromium-driver`, which the README's test command installs where missing; a browser
-that cannot start fails the test with the reason (no skip).
+`chromium-driver`, which the README's test command installs where missing, beside the
+suite (tests/browser_install.py: the test waits for it); a browser that cannot start fails
+the test with the reason (no skip).
 
 Set VIABLE_DEMO_SCREENSHOT to a path to keep the sine screenshot there too (docs/ holds
 one taken so: docs/images/demo_sine.png)."""
@@ -9,6 +10,7 @@ one taken so: docs/images/demo_sine.png)."""
 import os
 import shutil
 
+import browser_install
 import keras
 import numpy as np
 import pytest
@@ -83,6 +85,9 @@ def _chromium():
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
+    reason = browser_install.wait()
+    if reason is not None:
+        pytest.fail(reason)
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if browser is None or driver is None:
         pytest.fail(

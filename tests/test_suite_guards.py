@@ -1,10 +1,13 @@
-"""The suite's own promises: a crashed or hung test fails the run promptly."""
+"""The suite's own promises: a crashed or hung test fails the run promptly, and the
+browser's installation beside it is waited for."""
 
 import os
 import subprocess
 import sys
+import threading
 import time
 
+import browser_install
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,3 +91,23 @@ def test_every_file_of_the_longest_first_order_exists():
     here = os.path.join(REPO, "tests")
     assert [f for f in conftest.LONGEST_FIRST if not os.path.isfile(os.path.join(here, f))] == []
     assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
+
+
+def test_the_browser_installation_is_waited_for_and_its_failure_said(tmp_path):
+    status = tmp_path / "browser_install"
+    assert browser_install.wait(status=str(status)) is None  # none under way
+    status.write_text("0\n")
+    assert browser_install.wait(status=str(status)) is None
+    status.write_text("100\n")
+    assert browser_install.wait(status=str(status)) == (
+        "the installation of chromium and chromium-driver exited with status 100"
+    )
+    status.write_text("running\n")
+    threading.Timer(0.5, status.write_text, ("0\n",)).start()
+    started = time.monotonic()
+    assert browser_install.wait(status=str(status)) is None
+    assert time.monotonic() - started >= 0.4  # it waited for the status
+    status.write_text("running\n")
+    assert "still ran after 1 s" in browser_install.wait(timeout=1, status=str(status))
+    os.utime(status, (time.time() - 60, time.time() - 60))  # left by a killed command
+    assert browser_install.wait(timeout=30, status=str(status)) is None
