@@ -323,7 +323,15 @@ TABLES = {
     "metal_images": Table(
         E2E,
         WAYS,
-        ["metal_maml", "maml_simviable", "simviable", "maml", "cavia", "protonet"],
+        [
+            "metal_maml",
+            "relmetal_cavia",
+            "maml_simviable",
+            "simviable",
+            "maml",
+            "cavia",
+            "protonet",
+        ],
         best="max",  # a MeTAL row joins as its first record lands (a table has no empty row)
     ),
     "metal_images_paired": Paired(
@@ -333,7 +341,7 @@ TABLES = {
             for ours, bases in (
                 ("metal_maml", ("maml_simviable", "maml", "protonet")),
                 ("metal_cavia", ("simviable", "cavia", "protonet")),
-                ("relmetal_cavia", ("metal_cavia",)),
+                ("relmetal_cavia", ("metal_cavia", "cavia")),
             )
             for base in bases
         ],
