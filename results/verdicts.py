@@ -220,10 +220,28 @@ METAL_VERDICTS = Verdicts(
             METAL_IMAGES,
             {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
         ),
-        *_not_measured(METAL_ON_CAVIA, METAL_IMAGES),
+        *_ways(
+            METAL_ON_CAVIA,
+            "metal_cavia",
+            "simviable",
+            METAL_IMAGES,
+            settings={"5way1shot": "5-way 1-shot"},
+        ),
+        *_not_measured(
+            METAL_ON_CAVIA,
+            METAL_IMAGES,
+            {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
+        ),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
             "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
+        ),
+        *_ways(
+            "Does MeTAL beat its base, CAVIA?",
+            "metal_cavia",
+            "cavia",
+            METAL_IMAGES,
+            settings={"5way1shot": "5-way 1-shot"},
         ),
         *_metal_seeds(
             "Beyond both: relVIABLE with MeTAL's adapter and query pairs, against relVIABLE",
@@ -231,10 +249,12 @@ METAL_VERDICTS = Verdicts(
             "relviable_tanh",
             link=BEYOND,
         ),
-        *_not_measured(
+        *_ways(
             "Beyond both, on images: MeTAL's terms over pairs against MeTAL",
+            "relmetal_cavia",
+            "metal_cavia",
             BEYOND,
-            {"5way1shot": "5-way 1-shot"},
+            settings={"5way1shot": "5-way 1-shot"},
         ),
     ]
 )
