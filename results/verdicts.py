@@ -201,6 +201,18 @@ def _not_measured(question, link, settings=SETTING_NAMES):
     return [Verdict(question, _at(link, name)) for name in settings.values()]
 
 
+def _images_so_far(question, ours, base, open_settings=SETTING_NAMES, link=METAL_IMAGES):
+    """The image rows of a MeTAL question: 5-way 1-shot measured, and a 'not measured' row
+    for each of `open_settings` past it (every other setting by default; {} for a question
+    asked at 5-way 1-shot only)."""
+    measured = {"5way1shot": SETTING_NAMES["5way1shot"]}
+    rest = {key: name for key, name in open_settings.items() if key not in measured}
+    return [
+        *_ways(question, ours, base, link, settings=measured),
+        *_not_measured(question, link, rest),
+    ]
+
+
 #: The verdicts of docs/metal.md: MeTAL (task-adaptive) against relVIABLE (relational).
 METAL_VERDICTS = Verdicts(
     [
@@ -208,53 +220,25 @@ METAL_VERDICTS = Verdicts(
         *_metal_seeds(
             RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh", "_S5", what="5 steps"
         ),
-        *_ways(
-            METAL_ON_MAML,
-            "metal_maml",
-            "maml_simviable",
-            METAL_IMAGES,
-            settings={"5way1shot": "5-way 1-shot"},
-        ),
-        *_not_measured(
-            METAL_ON_MAML,
-            METAL_IMAGES,
-            {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
-        ),
-        *_ways(
-            METAL_ON_CAVIA,
-            "metal_cavia",
-            "simviable",
-            METAL_IMAGES,
-            settings={"5way1shot": "5-way 1-shot"},
-        ),
-        *_not_measured(
-            METAL_ON_CAVIA,
-            METAL_IMAGES,
-            {"5way5shot": "5-way 5-shot", "20way1shot": "20-way 1-shot"},
-        ),
+        *_images_so_far(METAL_ON_MAML, "metal_maml", "maml_simviable"),
+        *_images_so_far(METAL_ON_CAVIA, "metal_cavia", "simviable"),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
             "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
         ),
-        *_ways(
-            "Does MeTAL beat its base, CAVIA?",
-            "metal_cavia",
-            "cavia",
-            METAL_IMAGES,
-            settings={"5way1shot": "5-way 1-shot"},
-        ),
+        *_images_so_far("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", {}),
         *_metal_seeds(
             "Beyond both: relVIABLE with MeTAL's adapter and query pairs, against relVIABLE",
             "relviable_adaptive_query",
             "relviable_tanh",
             link=BEYOND,
         ),
-        *_ways(
+        *_images_so_far(
             "Beyond both, on images: MeTAL's terms over pairs against MeTAL",
             "relmetal_cavia",
             "metal_cavia",
-            BEYOND,
-            settings={"5way1shot": "5-way 1-shot"},
+            {},
+            link=BEYOND,
         ),
     ]
 )
