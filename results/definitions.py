@@ -325,6 +325,7 @@ TABLES = {
         WAYS,
         [
             "metal_maml",
+            "metal_cavia",
             "relmetal_cavia",
             "maml_simviable",
             "simviable",

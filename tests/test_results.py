@@ -145,6 +145,25 @@ def _record(method, mean, ci95, per_task=None, metric="accuracy"):
     return found if per_task is None else {**found, "per_task": per_task}
 
 
+def test_every_method_a_page_pairs_is_a_row_of_its_grid_at_that_setting(records):
+    """A paired figure's two methods are rows of the page's own table of that benchmark and
+    setting, where the page has one: a pair must not cite a figure the page never shows."""
+    every = render.tables()
+    for page in render.PAGES:
+        with open(os.path.join(store.REPO, page)) as f:
+            names = [m.group("name") for m in render.MARK.finditer(f.read())]
+        grids = [every[n] for n in names if isinstance(every[n], tables.Table)]
+        for name in names:
+            if not isinstance(every[name], tables.Paired):
+                continue
+            for benchmark, setting, a, b in every[name].present(records):
+                shown = [
+                    g for g in grids if g.benchmark == benchmark and setting in dict(g.columns)
+                ]
+                for method in (a, b) if shown else ():
+                    assert any(method in g.rows for g in shown), (page, name, setting, method)
+
+
 def test_a_comparisons_answer_is_computed_from_its_figures():
     rng = np.random.default_rng(3)
     base = rng.uniform(0.6, 0.9, size=400)
