@@ -201,11 +201,13 @@ def _not_measured(question, link, settings=SETTING_NAMES):
     return [Verdict(question, _at(link, name)) for name in settings.values()]
 
 
-def _images_so_far(question, ours, base, open_settings=SETTING_NAMES, link=METAL_IMAGES):
-    """The image rows of a MeTAL question: 5-way 1-shot measured, and a 'not measured' row
-    for each of `open_settings` past it (every other setting by default; {} for a question
-    asked at 5-way 1-shot only)."""
-    measured = {"5way1shot": SETTING_NAMES["5way1shot"]}
+def _images_so_far(
+    question, ours, base, open_settings=SETTING_NAMES, link=METAL_IMAGES, done=("5way1shot",)
+):
+    """The image rows of a MeTAL question: the settings `done` measured, and a 'not
+    measured' row for each of `open_settings` past them (every other setting by default; {}
+    for a question asked at the measured settings only)."""
+    measured = {key: name for key, name in SETTING_NAMES.items() if key in done}
     rest = {key: name for key, name in open_settings.items() if key not in measured}
     return [
         *_ways(question, ours, base, link, settings=measured),
