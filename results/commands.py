@@ -186,7 +186,7 @@ PROGRAMS = {
     ("python", "lab/corruption_table.py"): _corruption_table,
 }
 #: Steps that build nothing: a test of the run an earlier step trained, the suite itself.
-CHECKS = (("viable-eval",), ("bash", ".ci/run"), ("git", "clone"), ("cd",))
+CHECKS = (("viable-eval",), ("bash", ".ci/run"), (".venv/bin/pytest",), ("git", "clone"), ("cd",))
 
 
 def builds(command: str) -> list[Build]:

@@ -44,6 +44,7 @@ def tables() -> dict:
         "glance": verdicts.GLANCE,
         "metal_verdicts": verdicts.METAL_VERDICTS,
         "suite_time": SuiteTimes(),
+        "fast_tier_time": SuiteTimes("fast_tier"),
     }
 
 

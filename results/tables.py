@@ -306,12 +306,19 @@ def peer_rate(rate: int | list[int] | None) -> str:
 
 @dataclass
 class SuiteTimes:
-    """The README's test command timed from fresh clones: one row per record of the
-    'test_suite' benchmark, newest first, with the JAX sine peer's rate on the machine."""
+    """A test command timed: one row per record of the 'test_suite' benchmark at `setting`
+    (the README's test command from a fresh clone, or the fast tier in a set-up checkout),
+    newest first, with the JAX sine peer's rate on the machine."""
+
+    setting: str = "fresh_clone"
 
     def cells(self, records: dict) -> list[dict]:
         return sorted(
-            (r for (bench, _, _), r in records.items() if bench == "test_suite"),
+            (
+                r
+                for (bench, s, _), r in records.items()
+                if (bench, s) == ("test_suite", self.setting)
+            ),
             # Runs of one day by when they started (`started`, UTC), where recorded.
             key=lambda r: (r["date"], r.get("started", ""), r["commit"]),
             reverse=True,

@@ -113,10 +113,19 @@ LONGEST_FIRST = (
 )
 
 
+#: Fixtures that train or start a process (a training run, a TensorFlow in a subprocess): a
+#: test that takes one is `slow` whatever its own body does, so that the fast tier
+#: (`-m "not slow"`, docs/TESTING.md) never waits for them.
+SLOW_FIXTURES = frozenset({"trained_run", "trained", "mirrored_checks"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items):
     # `xla_only` narrows a float path's rerun (tests/run_suite.py): on a test that no float
     # path reruns it would say something untrue, so it is refused at collection.
     for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("xla_only") and not item.get_closest_marker("float_sensitive"):
             raise pytest.UsageError(f"{item.nodeid} is marked xla_only but not float_sensitive")
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}

@@ -93,6 +93,25 @@ def test_every_file_of_the_longest_first_order_exists():
     assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
 
 
+def test_the_fixtures_that_make_a_test_slow_exist_and_mark_their_tests(request):
+    """A renamed fixture would drop out of `SLOW_FIXTURES` silently and put its tests back
+    in the fast tier; every test collected with one of them carries `slow`."""
+    import re
+
+    import conftest
+
+    here = os.path.join(REPO, "tests")
+    defined = set()
+    for name in os.listdir(here):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name)) as f:
+                defined.update(re.findall(r"@pytest\.fixture[^\n]*\ndef (\w+)\(", f.read()))
+    assert not conftest.SLOW_FIXTURES - defined, "no such fixture"
+    for item in request.session.items:
+        if conftest.SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            assert item.get_closest_marker("slow"), item.nodeid
+
+
 def test_the_browser_installation_is_waited_for_and_its_failure_said(tmp_path):
     status = tmp_path / "browser_install"
     assert browser_install.wait(status=str(status)) is None  # none under way
