@@ -257,10 +257,11 @@ def test_the_end_to_end_metal_configs_start_cavias_terms_flat_and_mamls_as_metal
         ("metal_cavia", "zeros"),
         ("relmetal_cavia", "zeros"),
         ("metal_maml", "init"),
+        ("metal_maml_steps5", "init"),
     ):
         name = f"omniglot_conv/{base}_{setting}.gin"
         if not os.path.exists(os.path.join(REPO, "gin", name)):
-            continue  # relmetal_cavia is a 5-way 1-shot cell only
+            continue  # relmetal_cavia and metal_maml_steps5 are 5-way 1-shot cells only
         config.parse([name])
         try:
             bound = gin.query_parameter("TermNetwork.output_init")
@@ -268,6 +269,25 @@ def test_the_end_to_end_metal_configs_start_cavias_terms_flat_and_mamls_as_metal
             bound = TermNetwork().output_init
         assert bound == start, name
     gin.clear_config()
+
+
+def test_the_five_step_metal_cell_differs_from_its_pair_in_the_step_count_alone():
+    """metal_maml_steps5 is paired with metal_maml on the same test episodes to measure
+    MeTAL's own 5 inner steps against §9's 2: every other binding must be the same."""
+    import gin
+
+    from viable_tf import config
+
+    def bindings(name):
+        gin.clear_config()
+        config.parse([f"omniglot_conv/{name}_5way1shot.gin"])
+        text = gin.config_str()
+        gin.clear_config()
+        return set(text.splitlines())
+
+    two, five = bindings("metal_maml"), bindings("metal_maml_steps5")
+    assert two - five == {"MAMLMeTAL.num_inner_steps = 2"}
+    assert five - two == {"MAMLMeTAL.num_inner_steps = 5"}
 
 
 # -- class-canonical features ----------------------------------------------------------

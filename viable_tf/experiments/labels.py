@@ -45,5 +45,6 @@ LABELS.update(
         "metal_maml": "MeTAL on MAML",
         "metal_cavia": "MeTAL on CAVIA",
         "relmetal_cavia": "MeTAL on CAVIA, terms over pairs",
+        "metal_maml_steps5": "MeTAL on MAML, 5 steps",
     }
 )

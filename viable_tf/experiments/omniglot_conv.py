@@ -75,11 +75,13 @@ MORE_METHODS = (
     "matching_tau",
     "matching_fce_tau",
     "metaoptnet_svm_normalized",
-    # MeTAL, the task-adaptive learned loss (docs/method.md §11), on MAML and on CAVIA, and
-    # beyond both (relmetal_cavia: its terms over pairs; 5way1shot only).
+    # MeTAL, the task-adaptive learned loss (docs/method.md §11), on MAML and on CAVIA,
+    # beyond both (relmetal_cavia: its terms over pairs), and on MAML with MeTAL's own 5
+    # inner steps (metal_maml_steps5); the last two at 5way1shot only.
     "metal_maml",
     "metal_cavia",
     "relmetal_cavia",
+    "metal_maml_steps5",
 )
 SETTINGS = ("5way1shot", "5way5shot", "20way1shot")
 
