@@ -22,27 +22,39 @@ CELL_LIMIT = 120
 ANSWERS = ("helps", "no gain", "hurts", "not measured")
 #: A claim of the paper, against what was measured here (typed, from this vocabulary).
 CLAIM_ANSWERS = ("holds", "holds in kind, not in size", "does not hold", "not measured")
+#: Follows a figure measured on an earlier form of its data (a record's `data_form`).
+EARLIER_FORM = "†"
 
 
 def figure(record: dict | None, *, ci: bool = True) -> str:
     """A record's cell: accuracy in percent with one decimal, MSE with three significant
-    decimals; empty where there is no record."""
+    decimals, EARLIER_FORM after it where it was measured on an earlier form of its data;
+    empty where there is no record."""
     if record is None:
         return ""
     if record["metric"] == "claim":
         return record["text"]
+    mark = f" {EARLIER_FORM}" if "data_form" in record else ""
     if record["metric"] == "accuracy":
         mean, half = 100 * record["mean"], 100 * record.get("ci95", float("nan"))
-        return f"{mean:.1f}" + (f" ± {half:.1f}" if ci and "ci95" in record else "")
+        return f"{mean:.1f}" + (f" ± {half:.1f}" if ci and "ci95" in record else "") + mark
     mean, half = record["mean"], record.get("ci95", float("nan"))
     digits = 3 if mean >= 0.01 else 4
-    return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if ci and "ci95" in record else "")
+    text = f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if ci and "ci95" in record else "")
+    return text + mark
+
+
+def same_tasks(a: dict, b: dict) -> bool:
+    """Whether two records' per-task figures are on the same test tasks: both have them,
+    measured on the same form of the data (an earlier form draws other tasks from the
+    same seed)."""
+    return "per_task" in a and "per_task" in b and a.get("data_form") == b.get("data_form")
 
 
 def difference(a: dict, b: dict):
-    """A - B over the same test tasks, as (mean, 95% half-width), or None where either
-    record lacks its per-task figures."""
-    if "per_task" not in a or "per_task" not in b:
+    """A - B over the same test tasks, as (mean, 95% half-width), or None where the two
+    are not on the same test tasks (`same_tasks`)."""
+    if not same_tasks(a, b):
         return None
     x, y = np.asarray(a["per_task"]), np.asarray(b["per_task"])
     if x.shape != y.shape:
@@ -53,7 +65,7 @@ def difference(a: dict, b: dict):
 
 def paired(a: dict, b: dict) -> str | None:
     """A - B over the same test tasks, mean ± 95% CI (points for accuracy), or None where
-    either record lacks its per-task figures."""
+    the two are not on the same test tasks."""
     found = difference(a, b)
     if found is None:
         return None
@@ -65,7 +77,7 @@ def paired(a: dict, b: dict) -> str | None:
 
 
 def unpaired(a: dict, b: dict) -> str:
-    """A's mean minus B's, where the two are not on per-task records."""
+    """A's mean minus B's, where the two are not on the same test tasks."""
     delta = a["mean"] - b["mean"]
     if a["metric"] == "accuracy":
         return f"{100 * delta:+.1f}, unpaired"
@@ -74,7 +86,8 @@ def unpaired(a: dict, b: dict) -> str:
 
 def answer(ours: dict, base: dict) -> str:
     """helps / no gain / hurts: the paired difference's CI wholly on one side of zero, or
-    where there are no per-task records, the two CIs apart; the better side by metric."""
+    where the two are not on the same test tasks, the two CIs apart; the better side by
+    metric."""
     lower_is_better = ours["metric"] == "mse"
     found = difference(ours, base)
     if found is not None:

@@ -180,6 +180,31 @@ def test_a_comparisons_answer_is_computed_from_its_figures():
     assert tables.answer(_record("a", 0.19, 0.02), _record("b", 0.2, 0.02)) == "no gain"
 
 
+def test_a_figure_on_an_earlier_form_of_the_data_is_marked_and_pairs_only_with_its_form():
+    """An earlier form of the data draws other test tasks from the same seed: a record
+    measured on it (`data_form`) is marked, and its per-task figures never pair with
+    another form's, so the answer falls back to the two CIs."""
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.6, 0.9, size=400)
+    ours = base + 0.004 + rng.normal(0, 0.01, size=400)  # paired: helps; CIs: overlap
+    a = _record("a", float(ours.mean()), 0.02, ours.tolist())
+    b = _record("b", float(base.mean()), 0.02, base.tolist())
+    old = {**b, "data_form": "pixels l2-normalised"}
+    assert tables.answer(a, b) == "helps" and tables.paired(a, b) is not None
+    assert tables.paired(a, old) is None and tables.answer(a, old) == "no gain"
+    assert tables.paired({**a, "data_form": old["data_form"]}, old) is not None
+    assert tables.figure(old) == tables.figure(b) + " †"
+    keys = {("e", "s", "a"): {**a, "setting": "s"}, ("e", "s", "old"): {**old, "setting": "s"}}
+    for r in keys.values():
+        r.update(benchmark="e", command="c", commit="abc", date="d", machine="m")
+    named = {"p": tables.Paired([("e", "s", "a", "old")])}
+    page = render.render_page("<!-- results:p -->\n<!-- /results -->", keys, named=named)
+    assert ", unpaired |" in page
+    assert "† Trained and tested on an earlier form of the data: pixels l2-normalised." in page
+    checked = {**keys["e", "s", "old"], "method": "m", "setting": "s", "data_form": ""}
+    assert "data_form must be a non-empty str" in store.check(checked, "e/s/m.json")[0]
+
+
 def test_a_long_cell_and_an_answer_outside_the_vocabulary_are_refused(records):
     long = Verdicts([Verdict("x" * 121, "s", paper="")])
     with pytest.raises(ValueError, match="a cell of 121 characters"):
