@@ -88,8 +88,8 @@ def footnote(name: str, table, records: dict, page: str) -> str:
     forms = sorted({r["data_form"] for r in shown if "data_form" in r})
     legend = (
         f"\n{EARLIER_FORM} Trained and tested on an earlier form of the data: "
-        f"{'; '.join(forms)}. A rerun reads today's form, whose test tasks are other "
-        "draws of the same seed: a difference across the two forms is shown unpaired.\n"
+        f"{'; '.join(forms)}. A rerun reads today's form, on which the same seed draws "
+        "other test tasks: a difference across the two forms is shown unpaired.\n"
         if forms
         else ""
     )
