@@ -5,8 +5,8 @@ script writes between the marks the table NAME of results/definitions.py, from t
 alone, with the lines under it: what a figure marked EARLIER_FORM was measured on, where
 one is; the command that reruns its cells (and their cost on 2 cores, from the records);
 and a link to the index of its records (docs/records.md, also written here: commit, date,
-machine and command of every cell). `--check` fails where a
-page and its records disagree (tests/test_results.py runs it).
+machine and command of every cell). `--check` fails where a page and its records disagree
+(tests/test_results.py runs it).
 
     python -m results.render            # rewrite the pages' tables and the index
     python -m results.render --check    # exit 1 if a page is not what its records give

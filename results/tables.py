@@ -34,14 +34,14 @@ def figure(record: dict | None, *, ci: bool = True) -> str:
         return ""
     if record["metric"] == "claim":
         return record["text"]
-    mark = f" {EARLIER_FORM}" if "data_form" in record else ""
     if record["metric"] == "accuracy":
         mean, half = 100 * record["mean"], 100 * record.get("ci95", float("nan"))
-        return f"{mean:.1f}" + (f" ± {half:.1f}" if ci and "ci95" in record else "") + mark
-    mean, half = record["mean"], record.get("ci95", float("nan"))
-    digits = 3 if mean >= 0.01 else 4
+        digits = 1
+    else:
+        mean, half = record["mean"], record.get("ci95", float("nan"))
+        digits = 3 if mean >= 0.01 else 4
     text = f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if ci and "ci95" in record else "")
-    return text + mark
+    return text + (f" {EARLIER_FORM}" if "data_form" in record else "")
 
 
 def same_tasks(a: dict, b: dict) -> bool:
