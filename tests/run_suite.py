@@ -7,9 +7,12 @@ files, in the order tests/conftest.py gives them, longest first; its 25 slowest 
 listed) and, at the same time at a lower priority, the `float_sensitive` tests again on
 the other float paths, one pytest per path: Eigen's kernels, and the CPU as one without
 AVX-512 where this CPU has more (docs/TESTING.md). The float-path runs take the cores the
-first leaves idle (between files, at its tail) instead of starting after it. Their
-reports follow the first's; the exit status is non-zero if any run failed. Extra
-arguments go to every run.
+first leaves idle (between files, at its tail) instead of starting after it. Bazel's
+check of BUILD (tests/bazel_check.sh) runs beside them in the same way: before the
+tests it held every one back by its wall-clock (the npm installation, the JVM's start,
+the analysis, three tests on two cores), where beside them it costs the suite about half
+its CPU time (about 30 s of CPU in a fresh checkout). The reports of the runs beside follow the first's; the exit status is non-zero if
+any run failed. Extra arguments go to every pytest run.
 
 A float path is what it changes for TensorFlow's kernels and for XLA's: without AVX-512,
 oneDNN's kernels (`ONEDNN_MAX_CPU_ISA=AVX2`) and XLA's generated code
@@ -80,6 +83,28 @@ def xla_cache(folder: str, environ: dict) -> str:
     return f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
 
 
+#: Bazel on the checkout (builds every target of BUILD, runs three tests under it).
+BAZEL_CHECK = ("bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bazel_check.sh"))
+
+
+def beside_runs(
+    paths: tuple[str, ...], folders: list[str], extra: list[str], pytest: str, environ: dict
+) -> list[tuple[str, list[str], dict]]:
+    """(title, command, environment) of each run beside the main one, at a lower priority:
+    Bazel's check, then the float_sensitive tests on each float path (each with its own
+    XLA cache in `folders`). `extra` arguments go to the pytest runs only."""
+    runs = [("Bazel's check of BUILD (tests/bazel_check.sh)", list(BAZEL_CHECK), dict(environ))]
+    for path, folder in zip(paths, folders, strict=True):
+        env = {
+            **environ,
+            **path_environment(path, environ),
+            "TF_XLA_FLAGS": xla_cache(folder, environ),
+        }
+        command = [pytest, "-q", "-m", path_markers(path), *extra]
+        runs.append((f"The float_sensitive tests on {path}", command, env))
+    return [(title, ["nice", "-n", "10", *command], env) for title, command, env in runs]
+
+
 def main() -> int:
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
     extra = sys.argv[1:]
@@ -89,16 +114,10 @@ def main() -> int:
     main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0], os.environ)}
     with caches, contextlib.ExitStack() as stack:
         beside = []
-        for path, folder in zip(paths, folders[1:], strict=True):
+        for title, command, env in beside_runs(paths, folders[1:], extra, pytest, os.environ):
             log = stack.enter_context(tempfile.TemporaryFile("w+"))
-            env = {
-                **os.environ,
-                **path_environment(path, os.environ),
-                "TF_XLA_FLAGS": xla_cache(folder, os.environ),
-            }
-            command = ["nice", "-n", "10", pytest, "-q", "-m", path_markers(path), *extra]
             run = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-            beside.append((path, log, run))
+            beside.append((title, log, run))
         try:
             # Files in conftest's LONGEST_FIRST order, not xdist's by test count.
             order = ("--dist", "loadfile", "--no-loadscope-reorder")
@@ -109,9 +128,9 @@ def main() -> int:
             for _, _, run in beside:
                 if run.poll() is None:
                     run.kill()
-        for path, log, _ in beside:
+        for title, log, _ in beside:
             log.seek(0)
-            print(f"\nThe float_sensitive tests on {path}:", flush=True)
+            print(f"\n{title}:", flush=True)
             sys.stdout.write(log.read())
     reason = browser_install.wait()
     if reason is not None:

@@ -127,3 +127,23 @@ def test_the_browser_installation_is_waited_for_and_its_failure_said(tmp_path):
     assert "still ran after 1 s" in browser_install.wait(timeout=1, status=str(status))
     os.utime(status, (time.time() - 60, time.time() - 60))  # left by a killed command
     assert browser_install.wait(timeout=30, status=str(status)) is None
+
+
+def test_bazel_runs_beside_the_tests_and_takes_no_pytest_arguments():
+    """The README's test command leaves Bazel's check to run_suite.py, beside the tests at
+    a lower priority; pytest's extra arguments (`-k`, `-x`) are not Bazel's."""
+    import run_suite
+
+    with open(os.path.join(REPO, ".ci", "run")) as f:
+        assert "bazel_check" not in f.read()  # not before the tests as well
+    runs = run_suite.beside_runs(run_suite.FLOAT_PATHS, ["a", "b"], ["-x"], "pytest", {})
+    titles = [title for title, _, _ in runs]
+    assert titles[0].startswith("Bazel's check") and len(runs) == 3
+    bazel = runs[0][1]
+    assert bazel[:3] == ["nice", "-n", "10"] and bazel[-1].endswith("tests/bazel_check.sh")
+    assert "-x" not in bazel and os.path.isfile(bazel[-1])
+    assert all(command[-1] == "-x" and command[:3] == bazel[:3] for _, command, _ in runs[1:])
+    assert [env["TF_XLA_FLAGS"] for _, _, env in runs[1:]] == [
+        "--tf_xla_persistent_cache_directory=a",
+        "--tf_xla_persistent_cache_directory=b",
+    ]
