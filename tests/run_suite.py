@@ -10,10 +10,9 @@ AVX-512 where this CPU has more (docs/TESTING.md). The float-path runs take the 
 first leaves idle (between files, at its tail) instead of starting after it. Bazel's
 check of BUILD (tests/bazel_check.sh) runs beside them in the same way: before the
 tests it held every one back by its wall-clock (the npm installation, the JVM's start,
-the analysis, three tests on two cores), where beside them it costs the suite about half
-its CPU time (about 30 s of CPU in a fresh checkout). The reports of the runs beside
-follow the first's; the exit status is non-zero if any run failed. Extra arguments go
-to every pytest run.
+the analysis, three tests); beside them the README's test command took 7 and 14 s less
+from fresh clones (docs/TESTING.md). The reports of the runs beside follow the first's;
+the exit status is non-zero if any run failed. Extra arguments go to every pytest run.
 
 A float path is what it changes for TensorFlow's kernels and for XLA's: without AVX-512,
 oneDNN's kernels (`ONEDNN_MAX_CPU_ISA=AVX2`) and XLA's generated code
