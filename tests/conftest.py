@@ -1,5 +1,6 @@
 """Shared fixtures. TensorFlow logs only errors during tests."""
 
+import functools
 import importlib.util
 import os
 import sys
@@ -118,6 +119,23 @@ LONGEST_FIRST = (
 #: (`-m "not slow"`, docs/TESTING.md) never waits for them.
 SLOW_FIXTURES = frozenset({"trained_run", "trained", "mirrored_checks"})
 
+#: Set by tests/run_suite.py for a float path's run to the marker it reruns: a test file
+#: whose text never names that marker holds no test of it, and is not imported (importing
+#: the whole suite to deselect all but a few files was most of such a run's start).
+COLLECT_NAMING = "VIABLE_TESTS_NAMING"
+
+
+def pytest_ignore_collect(collection_path, config):
+    marker = os.environ.get(COLLECT_NAMING)
+    if marker and collection_path.name.startswith("test_") and collection_path.suffix == ".py":
+        return not _names(collection_path, marker) or None
+    return None  # no opinion: pytest's own rules
+
+
+@functools.cache
+def _names(path, marker: str) -> bool:
+    return marker in path.read_text()
+
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items):
@@ -128,5 +146,12 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("xla_only") and not item.get_closest_marker("float_sensitive"):
             raise pytest.UsageError(f"{item.nodeid} is marked xla_only but not float_sensitive")
+        # The float paths collect only the files that name the marker (COLLECT_NAMING): one
+        # that gets it otherwise (from a helper module, say) would drop out of them silently.
+        if item.get_closest_marker("float_sensitive") and not _names(item.path, "float_sensitive"):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked float_sensitive but its file never names the "
+                "marker, so the float paths would not collect it"
+            )
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole

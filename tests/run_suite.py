@@ -7,7 +7,9 @@ files, in the order tests/conftest.py gives them, longest first; its 25 slowest 
 listed) and, at the same time at a lower priority, the `float_sensitive` tests again on
 the other float paths, one pytest per path: Eigen's kernels, and the CPU as one without
 AVX-512 where this CPU has more (docs/TESTING.md). The float-path runs take the cores the
-first leaves idle (between files, at its tail) instead of starting after it. Bazel's
+first leaves idle (between files, at its tail) instead of starting after it. Each
+float path imports only the test files that name the marker (VIABLE_TESTS_NAMING, read
+by tests/conftest.py, which refuses a float_sensitive test in a file that does not). Bazel's
 check of BUILD (tests/bazel_check.sh) runs beside them in the same way: before the
 tests it held every one back by its wall-clock (the npm installation, the JVM's start,
 the analysis, three tests); beside them the README's test command took 7 and 14 s less
@@ -83,6 +85,10 @@ def xla_cache(folder: str, environ: dict) -> str:
     return f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
 
 
+#: tests/conftest.py's variable: a run with it collects only the test files that name
+#: its value (the float paths import about 10 of the suite's 70 files).
+COLLECT_NAMING = "VIABLE_TESTS_NAMING"
+
 #: Bazel on the checkout (builds every target of BUILD, runs three tests under it).
 BAZEL_CHECK = ("bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bazel_check.sh"))
 
@@ -99,6 +105,7 @@ def beside_runs(
             **environ,
             **path_environment(path, environ),
             "TF_XLA_FLAGS": xla_cache(folder, environ),
+            COLLECT_NAMING: "float_sensitive",  # tests/conftest.py: only files naming it
         }
         command = [pytest, "-q", "-m", path_markers(path), *extra]
         runs.append((f"The float_sensitive tests on {path}", command, env))
