@@ -22,12 +22,15 @@ oneDNN's kernels (`ONEDNN_MAX_CPU_ISA=AVX2`) and XLA's generated code
 (`TF_ENABLE_ONEDNN_OPTS=0`) change no XLA program, so the tests marked `xla_only`, whose
 arithmetic is all in XLA, compute the main run's bits there and are left out of that path.
 
-Each run keeps XLA's compiled programs in a persistent cache of its own for its
-duration (`--tf_xla_persistent_cache_directory`, inherited by every process it starts):
-the same meta-update compiled again, by another test or a command-line run a test
-starts, is read back instead of compiled anew. A program is cached under a fingerprint
-of its HLO and options, so what runs is what a fresh compile would give; each float path
-has its own cache, and the caches are deleted at the end.
+The runs keep XLA's compiled programs in a persistent cache for their duration
+(`--tf_xla_persistent_cache_directory`, inherited by every process they start): the same
+meta-update compiled again, by another test or a command-line run a test starts, is read
+back instead of compiled anew. A program is cached under a fingerprint of its HLO and
+compile options, which does not include the CPU's ISA limit (`--xla_cpu_max_isa`: an AVX2
+run reads an AVX-512 program from the main run's cache), so the AVX2 path has a cache of
+its own. The Eigen path shares the main run's: its XLA programs are the main run's (above),
+and it mostly reaches a test after the main run compiled it. The caches are deleted at the
+end.
 
 The browser's installation, which the README's test command starts in the background
 (tests/browser_install.py), is waited for before this script returns; if it failed, so
@@ -112,12 +115,22 @@ def beside_runs(
     return [(title, ["nice", "-n", "10", *command], env) for title, command, env in runs]
 
 
+def cache_folders(paths: tuple[str, ...], root: str) -> list[str]:
+    """XLA cache folders under `root`: the main run's, then each float path's. The Eigen
+    path's is the main run's (the same XLA programs); the AVX2 path's is its own."""
+    main = os.path.join(root, "main")
+    return [main] + [
+        main if path.startswith("TF_ENABLE_ONEDNN_OPTS") else os.path.join(root, str(i))
+        for i, path in enumerate(paths)
+    ]
+
+
 def main() -> int:
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
     extra = sys.argv[1:]
     caches = tempfile.TemporaryDirectory(prefix="viable-xla-cache-")
     paths = float_paths(hardware.cpu_flags())
-    folders = [os.path.join(caches.name, str(i)) for i in range(len(paths) + 1)]
+    folders = cache_folders(paths, caches.name)
     main_env = {**os.environ, "TF_XLA_FLAGS": xla_cache(folders[0], os.environ)}
     with caches, contextlib.ExitStack() as stack:
         beside = []

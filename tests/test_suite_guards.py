@@ -83,6 +83,17 @@ def test_the_avx2_path_limits_xla_too_and_the_eigen_path_leaves_out_what_xla_com
     assert run_suite.path_markers("ONEDNN_MAX_CPU_ISA=AVX2") == "float_sensitive"
 
 
+def test_the_eigen_path_shares_the_main_runs_xla_cache_and_the_avx2_path_has_its_own():
+    """XLA's cache key leaves out the ISA limit: a shared cache would give the AVX2 path the
+    main run's AVX-512 programs. Eigen's kernels leave XLA's programs as they are."""
+    import run_suite
+
+    folders = run_suite.cache_folders(run_suite.FLOAT_PATHS, "/c")
+    assert run_suite.FLOAT_PATHS[0].startswith("TF_ENABLE_ONEDNN_OPTS")
+    assert folders[0] == folders[1] and len(set(folders)) == 2
+    assert run_suite.cache_folders(("TF_ENABLE_ONEDNN_OPTS=0",), "/c") == ["/c/main"] * 2
+
+
 def test_the_float_paths_import_only_the_files_that_name_their_marker(tmp_path, monkeypatch):
     import conftest
     import run_suite
