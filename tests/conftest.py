@@ -1,4 +1,8 @@
-"""Shared fixtures. TensorFlow logs only errors during tests."""
+"""Shared fixtures. TensorFlow logs only errors during tests.
+
+TensorFlow and Keras are imported where they are used, not at the top: xdist's controller
+process loads this file for its hooks and runs no test, and a TensorFlow import there
+(about 5 CPU s) delayed the workers' own at the suite's start."""
 
 import functools
 import importlib.util
@@ -8,13 +12,13 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import gin
-import keras
 import pytest
-import tensorflow as tf
 
 
 def checkpoint_values(path: str) -> dict:
     """Every saved tensor of a checkpoint, by name (the object graph left out)."""
+    import tensorflow as tf
+
     reader = tf.train.load_checkpoint(path)
     return {
         name: reader.get_tensor(name)
@@ -27,6 +31,8 @@ def checkpoint_values(path: str) -> dict:
 def _fresh_state():
     """Every test starts with no gin bindings and a fixed Keras seed."""
     gin.clear_config()
+    import keras
+
     keras.utils.set_random_seed(0)
     yield
     gin.clear_config()
