@@ -13,6 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import gin
 import pytest
+from run_suite import COLLECT_NAMING  # no TensorFlow: the suite's runner
 
 
 def checkpoint_values(path: str) -> dict:
@@ -125,13 +126,12 @@ LONGEST_FIRST = (
 #: (`-m "not slow"`, docs/TESTING.md) never waits for them.
 SLOW_FIXTURES = frozenset({"trained_run", "trained", "mirrored_checks"})
 
-#: Set by tests/run_suite.py for a float path's run to the marker it reruns: a test file
-#: whose text never names that marker holds no test of it, and is not imported (importing
-#: the whole suite to deselect all but a few files was most of such a run's start).
-COLLECT_NAMING = "VIABLE_TESTS_NAMING"
-
 
 def pytest_ignore_collect(collection_path, config):
+    """With COLLECT_NAMING set (tests/run_suite.py sets it for a float path's run, to the
+    marker it reruns), a test file whose text never names that marker holds no test of it
+    and is not imported: importing the whole suite to deselect all but a few files was most
+    of such a run's start."""
     marker = os.environ.get(COLLECT_NAMING)
     if marker and collection_path.name.startswith("test_") and collection_path.suffix == ".py":
         return not _names(collection_path, marker) or None

@@ -73,12 +73,16 @@ def path_environment(path: str, environ: dict) -> dict:
     return variables
 
 
+def changes_xla(path: str) -> bool:
+    """Whether a float path changes XLA's programs (the AVX2 path limits its code to AVX2)
+    or only TensorFlow's kernels (Eigen's path: XLA computes the main run's bits there)."""
+    return "XLA_FLAGS" in path_environment(path, {})
+
+
 def path_markers(path: str) -> str:
-    """Which tests a float path reruns: every float_sensitive one, but on Eigen's kernels
-    not those whose arithmetic XLA alone computes (the same bits as the main run's)."""
-    if path.startswith("TF_ENABLE_ONEDNN_OPTS"):
-        return "float_sensitive and not xla_only"
-    return "float_sensitive"
+    """Which tests a float path reruns: every float_sensitive one, but where XLA's programs
+    stay the main run's, not those whose arithmetic XLA alone computes."""
+    return "float_sensitive" if changes_xla(path) else "float_sensitive and not xla_only"
 
 
 def xla_cache(folder: str, environ: dict) -> str:
@@ -88,8 +92,8 @@ def xla_cache(folder: str, environ: dict) -> str:
     return f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
 
 
-#: tests/conftest.py's variable: a run with it collects only the test files that name
-#: its value (the float paths import about 10 of the suite's 70 files).
+#: The variable tests/conftest.py reads: a run with it collects only the test files that
+#: name its value (the float paths import about 10 of the suite's 70 files).
 COLLECT_NAMING = "VIABLE_TESTS_NAMING"
 
 #: Bazel on the checkout (builds every target of BUILD, runs three tests under it).
@@ -116,12 +120,12 @@ def beside_runs(
 
 
 def cache_folders(paths: tuple[str, ...], root: str) -> list[str]:
-    """XLA cache folders under `root`: the main run's, then each float path's. The Eigen
-    path's is the main run's (the same XLA programs); the AVX2 path's is its own."""
+    """XLA cache folders under `root`: the main run's, then each float path's. A path that
+    leaves XLA's programs as they are (Eigen's) shares the main run's; the AVX2 path's is
+    its own."""
     main = os.path.join(root, "main")
     return [main] + [
-        main if path.startswith("TF_ENABLE_ONEDNN_OPTS") else os.path.join(root, str(i))
-        for i, path in enumerate(paths)
+        os.path.join(root, str(i)) if changes_xla(path) else main for i, path in enumerate(paths)
     ]
 
 
