@@ -99,16 +99,16 @@ def test_the_float_paths_import_only_the_files_that_name_their_marker(tmp_path, 
     import run_suite
 
     runs = run_suite.beside_runs(run_suite.FLOAT_PATHS, ["a", "b"], [], "pytest", {})
-    assert all(env[conftest.COLLECT_NAMING] == "float_sensitive" for _, _, env in runs[1:])
-    assert conftest.COLLECT_NAMING not in runs[0][2]  # Bazel's check
+    assert all(env[run_suite.COLLECT_NAMING] == "float_sensitive" for _, _, env in runs[1:])
+    assert run_suite.COLLECT_NAMING not in runs[0][2]  # Bazel's check
     named, other = tmp_path / "test_named.py", tmp_path / "test_other.py"
     named.write_text("@pytest.mark.float_sensitive\ndef test_a():\n    pass\n")
     other.write_text("def test_b():\n    pass\n")
     helper = tmp_path / "helper.py"
     helper.write_text("")
-    monkeypatch.delenv(conftest.COLLECT_NAMING, raising=False)
+    monkeypatch.delenv(run_suite.COLLECT_NAMING, raising=False)
     assert [conftest.pytest_ignore_collect(p, None) for p in (named, other)] == [None, None]
-    monkeypatch.setenv(conftest.COLLECT_NAMING, "float_sensitive")
+    monkeypatch.setenv(run_suite.COLLECT_NAMING, "float_sensitive")
     ignored = [conftest.pytest_ignore_collect(p, None) for p in (named, other, helper)]
     assert ignored == [None, True, None]
 
