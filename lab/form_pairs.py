@@ -55,9 +55,8 @@ def across(every: set[Pair], records: dict, retrained: set[Key] = frozenset()) -
 def closure(every: set[Pair], records: dict, retrain: set[Key]) -> set[Key]:
     """`retrain` and every record it must take along so that no pair paired today
     turns across forms."""
-    done = set(retrain)
+    done, before = set(retrain), set(across(every, records))
     while True:
-        before = set(across(every, records))
         broken = [p for p in across(every, records, done) if p not in before]
         more = {k for a, b, _ in broken for k in (a, b)} - done
         if not more:
