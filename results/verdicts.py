@@ -225,9 +225,7 @@ METAL_VERDICTS = Verdicts(
         *_images_so_far(
             METAL_ON_MAML, "metal_maml", "maml_simviable", done=("5way1shot", "5way5shot")
         ),
-        *_images_so_far(
-            METAL_ON_CAVIA, "metal_cavia", "simviable", done=("5way1shot", "5way5shot")
-        ),
+        *_images_so_far(METAL_ON_CAVIA, "metal_cavia", "simviable", done=tuple(SETTING_NAMES)),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
             "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
@@ -237,7 +235,7 @@ METAL_VERDICTS = Verdicts(
             "metal_cavia",
             "cavia",
             {},
-            done=("5way1shot", "5way5shot"),
+            done=tuple(SETTING_NAMES),
         ),
         *_metal_seeds(
             "Beyond both: relVIABLE with MeTAL's adapter and query pairs, against relVIABLE",
