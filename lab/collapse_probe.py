@@ -1,6 +1,6 @@
 """Has a classifier run's network died? (MeTAL on CAVIA at 20-way 1-shot end to end fell
-to uniform predictions and stayed there: docs/lab/omniglot/end_to_end.md, "MeTAL on
-CAVIA's collapse at 20 ways").
+to uniform predictions for about 800 updates: docs/lab/omniglot/end_to_end.md, "MeTAL on
+CAVIA's collapse at 20 ways, and its return").
 
     python -m lab.collapse_probe RUN_DIR CHECKPOINT [CHECKPOINT ...] [--meta_batches 6] \
         [--gin_param=IMAGE_DIR='...']
