@@ -16,7 +16,8 @@ same weights (CAVIA's step); and the meta-loss with the size of its gradient in 
 meta-parameters. A network whose features have died after adaptation answers every
 query alike (spread near 0, accuracy at chance) whatever loss steps its context, and its
 meta-gradient is small: nothing pulls it back. Needs a learner that steps a context phi
-and a functional Keras network (conv4_film), as the image table's runs are.
+at its one inner rate (not Meta-SGD's learned rates, which the probe's loop does not
+step by) and a functional Keras network (conv4_film), as the image table's runs are.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def inner_loop(learner, batch, *, task_loss_only: bool = False):
     it: per step, its rows; and the adapted state."""
     import tensorflow as tf
 
+    if learner.learned_inner_lr:
+        raise ValueError("the probe steps phi at one inner rate; Meta-SGD's learned rates are not")
     support = (batch.support_x, batch.support_y, batch.support_mask)
     state = learner.start_state(*support)
     reads_queries = learner.capabilities.reads_queries
