@@ -23,8 +23,7 @@ import numpy as np
 
 def adaptation_gain(model_dir: str, episodes: int, gin_params: tuple[str, ...]) -> dict:
     """{'before', 'after', 'gain': per-episode accuracies [E], 'cosine': [E] or None}."""
-    import tensorflow as tf
-
+    from lab import inner_path
     from viable_tf.config import load_run
     from viable_tf.evaluation.classification import ClassificationEvaluator, query_accuracy
     from viable_tf.evaluation.core import TEST_SEED
@@ -37,18 +36,10 @@ def adaptation_gain(model_dir: str, episodes: int, gin_params: tuple[str, ...]) 
         support = (batch.support_x, batch.support_y, batch.support_mask)
         start = learner.start_state(*support)
         before.append(query_accuracy(learner, start, batch).numpy())
-        after.append(query_accuracy(learner, learner.adapt(*support), batch).numpy())
+        adapted = learner.adapt(*support, query_x=batch.query_x)
+        after.append(query_accuracy(learner, adapted, batch).numpy())
         if start.context is not None:
-            with tf.GradientTape(persistent=True) as tape:
-                tape.watch(start.context)
-                inner = tf.reduce_sum(learner.inner_loss(start, *support))
-                task = tf.reduce_sum(learner.support_loss(start, *support))
-            g_inner, g_task = (
-                tape.gradient(inner, start.context),
-                tape.gradient(task, start.context),
-            )
-            norms = tf.norm(g_inner, axis=1) * tf.norm(g_task, axis=1)
-            cosine.append((tf.reduce_sum(g_inner * g_task, 1) / (norms + 1e-12)).numpy())
+            cosine.append(inner_path.at(learner, batch, start).cosine.numpy())
     before, after = np.concatenate(before), np.concatenate(after)
     return {
         "before": before,

@@ -15,9 +15,9 @@ over the classes, and the fraction of the query points' penultimate features at 
 same weights (CAVIA's step); and the meta-loss with the size of its gradient in the
 meta-parameters. A network whose features have died after adaptation answers every
 query alike (spread near 0, accuracy at chance) whatever loss steps its context, and its
-meta-gradient is small: nothing pulls it back. Needs a learner that steps a context phi
-at its one inner rate (not Meta-SGD's learned rates, which the probe's loop does not
-step by) and a functional Keras network (conv4_film), as the image table's runs are.
+meta-gradient is small: nothing pulls it back. Needs a learner whose loop
+lab/inner_path.py walks (phi alone at one rate: not Meta-SGD's learned rates) and a
+functional Keras network (conv4_film), as the image table's runs are.
 """
 
 from __future__ import annotations
@@ -32,35 +32,22 @@ def inner_loop(learner, batch, *, task_loss_only: bool = False):
     it: per step, its rows; and the adapted state."""
     import tensorflow as tf
 
-    if learner.learned_inner_lr:
-        raise ValueError("the probe steps phi at one inner rate; Meta-SGD's learned rates are not")
-    support = (batch.support_x, batch.support_y, batch.support_mask)
-    state = learner.start_state(*support)
-    reads_queries = learner.capabilities.reads_queries
+    from lab import inner_path
+
+    path, state = inner_path.walk(learner, batch, stepped="task" if task_loss_only else "inner")
     rows = []
-    for step in range(learner.num_inner_steps):
-        phi = state.context
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(phi)
-            at = state.replace(context=phi)
-            task = learner.support_loss(at, *support)  # [B]
-            inner = task
-            if not task_loss_only:
-                query_x = batch.query_x if reads_queries else None
-                inner = learner.inner_loss(at, *support, step=step, query_x=query_x)
-            task_total, inner_total = tf.reduce_sum(task), tf.reduce_sum(inner)
-        task_grad = tape.gradient(task_total, phi)
-        inner_grad = tape.gradient(inner_total, phi)
+    for step in path:
+        inner = step.task if task_loss_only else step.inner
+        inner_grad = step.task_grad if task_loss_only else step.inner_grad
         rows.append(
             {
-                "support CE": task.numpy(),
-                "learned part": (inner - task).numpy(),
-                "size of d CE/d phi": tf.norm(task_grad, axis=1).numpy(),
-                "size of d learned/d phi": tf.norm(inner_grad - task_grad, axis=1).numpy(),
-                "size of phi": tf.norm(phi, axis=1).numpy(),
+                "support CE": step.task.numpy(),
+                "learned part": (inner - step.task).numpy(),
+                "size of d CE/d phi": tf.norm(step.task_grad, axis=1).numpy(),
+                "size of d learned/d phi": tf.norm(inner_grad - step.task_grad, axis=1).numpy(),
+                "size of phi": tf.norm(step.state.context, axis=1).numpy(),
             }
         )
-        state = state.replace(context=phi - learner.inner_lr * inner_grad)
     return rows, state
 
 

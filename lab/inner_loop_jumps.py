@@ -97,63 +97,43 @@ def ring_states(caught: str) -> list[tuple[int, float, str]]:
     return sorted(states)
 
 
-def _step(learner, state, loss_fn, support, rate: float):
-    """The learner's own inner step of phi on `loss_fn` (per task, [B]) at `rate`: the
-    stepped state and the loss before the step."""
-    from viable_tf.learners.gradient import gradient_step
-
-    (stepped,), loss = gradient_step(
-        [state.context],
-        lambda v: loss_fn(state.replace(context=v[0]), *support),
-        [rate],
-        first_order=learner.first_order,
-    )
-    return state.replace(context=stepped), loss
-
-
 def inner_loop_rows(learner, batch) -> list[dict]:
     """Per inner step from phi_0, per task: the quantities of the module's docstring."""
     import tensorflow as tf
 
-    support = (batch.support_x, batch.support_y, batch.support_mask)
-    state = learner.start_state(*support)
+    from lab import inner_path
+
+    path, adapted = inner_path.walk(learner, batch)
     rows = []
-    for k in range(learner.num_inner_steps + 1):
-        row = {
-            "step": k,
-            "support": learner.support_loss(state, *support).numpy(),
-            "phi": tf.norm(state.context, axis=1).numpy(),
-            "largest": float(tf.reduce_max(tf.abs(learner.predict(state, batch.support_x)))),
-        }
-        if k < learner.num_inner_steps:  # the gradients, as steps at rate 1
-            inner_stepped, inner = _step(learner, state, learner.inner_loss, support, 1.0)
-            task_stepped, _ = _step(learner, state, learner.support_loss, support, 1.0)
-            grad = state.context - inner_stepped.context
-            task_grad = state.context - task_stepped.context
-            norm, task_norm = tf.norm(grad, axis=1), tf.norm(task_grad, axis=1)
-            cosine = tf.reduce_sum(grad * task_grad, 1) / (norm * task_norm + 1e-12)
-            row.update(
-                inner=inner.numpy(),
-                grad=norm.numpy(),
-                task_grad=task_norm.numpy(),
-                cosine=cosine.numpy(),
-            )
-            state = state.replace(context=state.context - learner.inner_lr * grad)
-        rows.append(row)
-    rows[-1]["query"] = learner.query_loss(batch, state).numpy()
+    for step in path:
+        rows.append(
+            {
+                "step": step.index,
+                "inner": step.inner.numpy(),
+                "grad": tf.norm(step.inner_grad, axis=1).numpy(),
+                "task_grad": tf.norm(step.task_grad, axis=1).numpy(),
+                "cosine": step.cosine.numpy(),
+            }
+        )
+    rows.append({"step": len(path), "query": learner.query_loss(batch, adapted).numpy()})
+    for row, state in zip(rows, [step.state for step in path] + [adapted], strict=True):
+        row.update(
+            support=learner.support_loss(state, *inner_path.support_of(batch)).numpy(),
+            phi=tf.norm(state.context, axis=1).numpy(),
+            largest=float(tf.reduce_max(tf.abs(learner.predict(state, batch.support_x)))),
+        )
     return rows
 
 
-def stepped_path(learner, batch, loss_fn, rate: float):
-    """[S + 1, B] support losses along S steps of `loss_fn` (per task, [B]) at `rate` from
-    phi_0, and the query loss after them [B]."""
-    support = (batch.support_x, batch.support_y, batch.support_mask)
-    state = learner.start_state(*support)
-    path = [learner.support_loss(state, *support).numpy()]
-    for _ in range(learner.num_inner_steps):
-        state, _ = _step(learner, state, loss_fn, support, rate)
-        path.append(learner.support_loss(state, *support).numpy())
-    return np.stack(path), learner.query_loss(batch, state).numpy()
+def stepped_path(learner, batch, stepped: str, rate: float):
+    """[S + 1, B] support losses along S steps of the `stepped` loss ("inner" or "task")
+    at `rate` from phi_0, and the query loss after them [B]."""
+    from lab import inner_path
+
+    path, adapted = inner_path.walk(learner, batch, stepped=stepped, rate=rate)
+    support = learner.support_loss(adapted, *inner_path.support_of(batch)).numpy()
+    losses = [step.task.numpy() for step in path] + [support]
+    return np.stack(losses), learner.query_loss(batch, adapted).numpy()
 
 
 def anatomy(
@@ -188,12 +168,9 @@ def anatomy(
                         f" |task grad| {show(row['task_grad'])} cos {show(row['cosine'])}"
                     )
                 print(line + f" largest |prediction| {row['largest']:.1f}")
-            for name, loss_fn in (
-                ("inner loss", learner.inner_loss),
-                ("task loss", learner.support_loss),
-            ):
+            for name, stepped in (("inner loss", "inner"), ("task loss", "task")):
                 for rate in rates:
-                    path, query = stepped_path(learner, batch, loss_fn, rate)
+                    path, query = stepped_path(learner, batch, stepped, rate)
                     steps = ", ".join(" > ".join(f"{v:.2f}" for v in task) for task in path.T)
                     print(
                         f"   {name} at rate {rate}: support loss per task along the steps "

@@ -1,7 +1,7 @@
 """What a learner's inner step does while it meta-trains: the probe behind
 docs/lab/omniglot/end_to_end.md, "Why simVIABLE collapsed end to end".
 
-    .venv/bin/python lab/inner_step_probe.py omniglot_conv/simviable_5way1shot.gin 1000 \
+    .venv/bin/python -m lab.inner_step_probe omniglot_conv/simviable_5way1shot.gin 1000 \
         --data_dir ../shared/data/omniglot [--variant zero_output|task_loss_skip] [GIN_BINDING ...]
 
 Trains from the config (B = 4, 100 validation episodes, a validation every 250 updates)
@@ -49,6 +49,7 @@ def main() -> None:
     )
     import tensorflow as tf
 
+    from lab import inner_path
     from viable_tf.training import EvaluationSpec, Trainer
     from viable_tf.training.triggers import FunctionTrigger
 
@@ -63,24 +64,20 @@ def main() -> None:
         kernel.assign(tf.zeros_like(kernel))
     if args.variant == "task_loss_skip":
         learned = learner.inner_loss
-        learner.inner_loss = lambda state, x, y, mask: (
-            learner.support_loss(state, x, y, mask) + learned(state, x, y, mask)
+        learner.inner_loss = lambda state, x, y, mask, **at_step: (
+            learner.support_loss(state, x, y, mask) + learned(state, x, y, mask, **at_step)
         )
     batch = trainer.tasks.sample(tf.constant([7, 7], tf.int64), 16)
     support = (batch.support_x, batch.support_y, batch.support_mask)
 
     def probe(tag: str) -> None:
-        with tf.GradientTape(persistent=True) as tape:
-            state = learner.start_state(*support)
-            tape.watch(state)
-            logits = learner.predict(state, batch.support_x)
-            task = tf.reduce_sum(learner.support_loss(state, *support))
-            inner = tf.reduce_sum(learner.inner_loss(state, *support))
-        g_task, g_inner = tape.gradient(task, state.context), tape.gradient(inner, state.context)
-        norms = tf.norm(g_task, axis=1) * tf.norm(g_inner, axis=1)
-        cosine = tf.reduce_mean(tf.reduce_sum(g_task * g_inner, 1) / (norms + 1e-12))
+        state = learner.start_state(*support)
+        logits = learner.predict(state, batch.support_x)
+        first = inner_path.at(learner, batch, state)
+        g_task, g_inner = first.task_grad, first.inner_grad
+        cosine = tf.reduce_mean(first.cosine)
         before = learner.predict(state, batch.query_x)
-        after = learner.predict(learner.adapt(*support), batch.query_x)
+        after = learner.predict(learner.adapt(*support, query_x=batch.query_x), batch.query_x)
         move = float(tf.math.reduce_std(after - before))
         hits = tf.equal(tf.argmax(after, -1, output_type=tf.int32), batch.query_y)
 

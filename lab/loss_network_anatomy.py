@@ -56,27 +56,23 @@ def inner_loop(learner, batches, steps: int) -> np.ndarray:
     |d support loss / d phi|): how large the learned step is beside the task's own."""
     import tensorflow as tf
 
+    from lab import inner_path
     from viable_tf.evaluation.classification import query_accuracy
 
     rows = []
     for batch in batches:
-        support = (batch.support_x, batch.support_y, batch.support_mask)
-        state = learner.start_state(*support)
+        path, _ = inner_path.walk(learner, batch, steps=steps + 1)  # the last step not taken
         per_step = []
-        for _ in range(steps + 1):
-            with tf.GradientTape(persistent=True) as tape:
-                tape.watch(state.context)
-                inner = learner.inner_loss(state, *support)
-                task = learner.support_loss(state, *support)
-                inner_total, task_total = tf.reduce_sum(inner), tf.reduce_sum(task)
-            g_inner = tape.gradient(inner_total, state.context)
-            g_task = tape.gradient(task_total, state.context)
-            norm, task_norm = tf.norm(g_inner, axis=1), tf.norm(g_task, axis=1)
-            cosine = tf.reduce_sum(g_inner * g_task, 1) / (norm * task_norm + 1e-12)
-            accuracy = query_accuracy(learner, state, batch)
-            values = (inner, norm, task, accuracy, cosine, task_norm)
+        for step in path:
+            values = (
+                step.inner,
+                tf.norm(step.inner_grad, axis=1),
+                step.task,
+                query_accuracy(learner, step.state, batch),
+                step.cosine,
+                tf.norm(step.task_grad, axis=1),
+            )
             per_step.append(np.stack([t.numpy() for t in values]))
-            state = state.replace(context=state.context - learner.inner_lr * g_inner)
         rows.append(np.stack(per_step))  # [steps + 1, 6, B]
     return np.concatenate(rows, axis=-1).mean(-1)
 

@@ -83,13 +83,13 @@ def test_inner_loop_rows_follow_the_learners_own_adaptation():
     # ... and not the learned inner loss's, which this loss network moves by far more.
     assert np.all(np.abs(rows[0]["grad"] / rows[0]["task_grad"] - 1) > 0.1)
     # The counterfactual at the learner's own rate is its own inner loop...
-    path, query = inner_loop_jumps.stepped_path(learner, batch, learner.inner_loss, 0.5)
+    path, query = inner_loop_jumps.stepped_path(learner, batch, "inner", 0.5)
     np.testing.assert_allclose(path, [row["support"] for row in rows], rtol=1e-5)
     np.testing.assert_allclose(query, rows[-1]["query"], rtol=1e-5)
     # ... and the task loss's steps are CAVIA's: a learner whose inner loss is its task loss.
     cavia = CAVIA(**shared)
     cavia.network.set_weights(learner.network.get_weights())
-    path, query = inner_loop_jumps.stepped_path(learner, batch, learner.support_loss, 0.5)
+    path, query = inner_loop_jumps.stepped_path(learner, batch, "task", 0.5)
     adapted = cavia.adapt(batch.support_x, batch.support_y, batch.support_mask)
     np.testing.assert_allclose(query, cavia.query_loss(batch, adapted), rtol=1e-5)
     assert path.shape == (3, tasks) and np.all(path[2] < path[0])
