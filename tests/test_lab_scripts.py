@@ -7,6 +7,7 @@ import contextlib
 import glob
 import io
 import os
+import re
 import runpy
 import sys
 
@@ -47,3 +48,32 @@ def test_a_lab_script_answers_help(path, monkeypatch):
         runpy.run_path(path, run_name="__main__")
     assert stop.value.code == 0, path
     assert "usage:" in out.getvalue()
+
+
+#: A lab script named in a page: `lab/x.py`, `python -m lab.x`, or the names it had before
+#: research/ and tools/ became lab/ (the research records keep them as written).
+NAMED = re.compile(
+    r"(?<![\w./])(?P<dir>lab|research|tools)/(?P<file>[a-z0-9_]+\.(?:py|sh))\b"
+    r"|python -m (?P<mdir>lab|research|tools)\.(?P<module>[a-z0-9_]+)"
+)
+OLD_NAMES_NOTE = "are in `lab/` today under the same names"
+
+
+def _pages() -> list[str]:
+    pages = glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True)
+    return sorted(
+        pages + glob.glob(os.path.join(REPO, "*.md")) + [os.path.join(REPO, "lab", "README.md")]
+    )
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: os.path.relpath(p, REPO))
+def test_every_lab_script_a_page_names_exists_and_old_names_are_explained(page):
+    text = _text(page)
+    old = False
+    for found in NAMED.finditer(text):
+        directory = found["dir"] or found["mdir"]
+        name = found["file"] or f"{found['module']}.py"
+        assert os.path.exists(os.path.join(REPO, "lab", name)), (found[0], page)
+        old = old or directory != "lab"
+    if old:
+        assert OLD_NAMES_NOTE in text, page
