@@ -57,7 +57,7 @@ def check(learner) -> None:
     rate."""
     name = learner.method_name
     if getattr(learner, "learned_inner_lr", False):
-        raise ValueError(f"{name} steps at Meta-SGD's learned rates; the lab's walk at one rate")
+        raise ValueError(f"{name} steps at Meta-SGD's learned rates; the lab's walk steps at one")
     if tuple(learner.capabilities.adapted_parts) != ("context",):
         raise ValueError(
             f"{name} adapts {', '.join(learner.capabilities.adapted_parts)}; "
