@@ -7,7 +7,9 @@ A run's record holds method, setting, label, metric, mean (and ci95), its update
 figure in `per_task` where a paired comparison needs it. Where the cell was measured by an
 older command, `measured_with` keeps it with its commit; where it was measured on an
 earlier form of its data than the command reads today, `data_form` names that form (its
-test tasks are not today's, so it pairs only with records of the same form). A figure
+test tasks are not today's, so it pairs only with records of the same form). Where its
+training had a setback on the way (its loss jumped, or it collapsed to chance), `setback`
+says what and when, and from which updates its figure is. A figure
 quoted from a paper has `"source": "paper"` and a citation instead of a run's provenance.
 """
 
@@ -74,8 +76,9 @@ def check(record: dict, relpath: str) -> list[str]:
     expected = os.path.join(record["benchmark"], record["setting"], record["method"] + ".json")
     if relpath != expected:
         problems.append(f"stored as {relpath}, expected {expected}")
-    if "data_form" in record and not (isinstance(record["data_form"], str) and record["data_form"]):
-        problems.append(f"data_form must be a non-empty str, got {record['data_form']!r}")
+    for optional in ("data_form", "setback"):
+        if optional in record and not (isinstance(record[optional], str) and record[optional]):
+            problems.append(f"{optional} must be a non-empty str, got {record[optional]!r}")
     if record["metric"] not in METRICS:
         problems.append(f"metric must be one of {METRICS}, got {record['metric']!r}")
     if "per_task" in record:

@@ -24,12 +24,14 @@ ANSWERS = ("helps", "no gain", "hurts", "not measured")
 CLAIM_ANSWERS = ("holds", "holds in kind, not in size", "does not hold", "not measured")
 #: Follows a figure measured on an earlier form of its data (a record's `data_form`).
 EARLIER_FORM = "†"
+#: Follows a figure whose training had a setback on the way (a record's `setback`).
+SETBACK = "‡"
 
 
 def figure(record: dict | None, *, ci: bool = True) -> str:
     """A record's cell: accuracy in percent with one decimal, MSE with three significant
-    decimals, EARLIER_FORM after it where it was measured on an earlier form of its data;
-    empty where there is no record."""
+    decimals, EARLIER_FORM after it where it was measured on an earlier form of its data
+    and SETBACK where its training had a setback; empty where there is no record."""
     if record is None:
         return ""
     if record["metric"] == "claim":
@@ -41,7 +43,8 @@ def figure(record: dict | None, *, ci: bool = True) -> str:
         mean, half = record["mean"], record.get("ci95", float("nan"))
         digits = 3 if mean >= 0.01 else 4
     text = f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if ci and "ci95" in record else "")
-    return text + (f" {EARLIER_FORM}" if "data_form" in record else "")
+    text += f" {EARLIER_FORM}" if "data_form" in record else ""
+    return text + (f" {SETBACK}" if "setback" in record else "")
 
 
 def same_tasks(a: dict, b: dict) -> bool:

@@ -205,6 +205,35 @@ def test_a_figure_on_an_earlier_form_of_the_data_is_marked_and_pairs_only_with_i
     assert "data_form must be a non-empty str" in store.check(checked, "e/s/m.json")[0]
 
 
+def test_a_figure_whose_training_had_a_setback_is_marked_and_the_setback_said_under_it():
+    """A run whose loss jumped or which collapsed on the way keeps its best weights' figure,
+    marked, with what happened written under the table; an empty setback is refused."""
+    a = {**_record("a", 0.9, 0.01), "setting": "5way5shot", "label": "A"}
+    b = {**_record("b", 0.8, 0.01), "setting": "5way5shot", "label": "B"}
+    hurt = {**b, "setback": "its loss jumped at 3,200; the figure is its weights at 2,500"}
+    assert tables.figure(hurt) == tables.figure(b) + " ‡"
+    assert tables.figure({**hurt, "data_form": "pixels"}) == tables.figure(b) + " † ‡"
+    keys = {("e", "5way5shot", "a"): a, ("e", "5way5shot", "b"): hurt}
+    for r in keys.values():
+        r.update(benchmark="e", command="c", commit="abc", date="d", machine="m")
+    named = {"p": tables.Paired([("e", "5way5shot", "a", "b")])}
+    page = render.render_page("<!-- results:p -->\n<!-- /results -->", keys, named=named)
+    assert "80.0 ± 1.0 ‡ |" in page and "†" not in page
+    assert (
+        "\n‡ Its training had a setback on the way: B at 5-way 5-shot (its loss jumped at "
+        "3,200; the figure is its weights at 2,500).\n" in page
+    )
+    clean = {k: v for k, v in hurt.items() if k != "setback"}
+    unmarked = render.render_page(
+        "<!-- results:p -->\n<!-- /results -->",
+        {**keys, ("e", "5way5shot", "b"): clean},
+        named=named,
+    )
+    assert "‡" not in unmarked
+    checked = {**hurt, "benchmark": "e", "method": "m", "setting": "s", "setback": ""}
+    assert "setback must be a non-empty str" in store.check(checked, "e/s/m.json")[0]
+
+
 def test_a_long_cell_and_an_answer_outside_the_vocabulary_are_refused(records):
     long = Verdicts([Verdict("x" * 121, "s", paper="")])
     with pytest.raises(ValueError, match="a cell of 121 characters"):
