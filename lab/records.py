@@ -6,13 +6,17 @@
 
 Reads the run's results.json (or viable-eval's eval_k<K>.json with --num_support) and its
 per-task figures, so that a paired comparison can be computed from the record alone.
-The date defaults to today, the machine to this machine's CPU model and core count.
+Where the run's training loss jumped (lab/e2e_status.py's rule) after the weights its
+figure is from, the record says so in `setback` (results/records.py), which a writer may
+word better but not leave out. The date defaults to today, the machine to this machine's
+CPU model and core count.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 
@@ -36,6 +40,36 @@ def this_machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
+def _spans(steps: list[int], spacing: int) -> str:
+    """'at 1,900 and from 2,700 to 3,000': consecutive summary points as one span."""
+    spans: list[list[int]] = []
+    for step in steps:
+        if spans and step - spans[-1][-1] <= spacing:
+            spans[-1].append(step)
+        else:
+            spans.append([step])
+    texts = [f"at {s[0]:,}" if len(s) == 1 else f"from {s[0]:,} to {s[-1]:,}" for s in spans]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def setback(run_dir: str, best_at: int, updates: int) -> str | None:
+    """A record's `setback` where the run's training loss jumped after its best weights,
+    the ones its figure is from (the run never passing them again); None where it did not
+    or where the run keeps no training summaries."""
+    from lab.e2e_status import jumps, scalar_curve
+
+    curve = scalar_curve(run_dir, "train/meta_loss")
+    after = [step for step in jumps(curve) if step > best_at]
+    if not after:
+        return None
+    spacing = min(b - a for (a, _), (b, _) in itertools.pairwise(curve))
+    return (
+        f"its training loss jumped {_spans(after, spacing)} updates, after its best "
+        f"weights, and the patience rule ended it at {updates:,}; the figure is its weights "
+        f"at {best_at:,}"
+    )
+
+
 def record_of(run_dir: str, *, num_support: int | None = None, **fields) -> dict:
     """The record of a finished run: its test figures, updates and wall-clock, and
     `fields` (benchmark, setting, method, label, command, commit, date, machine)."""
@@ -57,6 +91,9 @@ def record_of(run_dir: str, *, num_support: int | None = None, **fields) -> dict
     }
     if num_support is None and "train_wall_clock_seconds" in result:
         record["wall_clock_seconds"] = result["train_wall_clock_seconds"]
+    found = setback(run_dir, record["best_at"], record["updates"])
+    if found:
+        record["setback"] = found
     return record
 
 

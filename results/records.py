@@ -8,10 +8,10 @@ figure in `per_task` where a paired comparison needs it. Where the cell was meas
 older command, `measured_with` keeps it with its commit; where it was measured on an
 earlier form of its data than the command reads today, `data_form` names that form (its
 test tasks are not today's, so it pairs only with records of the same form). Where its
-figure is from weights before a setback the run did not come back past (its loss jumped,
-or it collapsed to chance), `setback` says what and when, and from which updates the
-figure is. A figure
-quoted from a paper has `"source": "paper"` and a citation instead of a run's provenance.
+training loss jumped (lab/e2e_status.py's rule) or it collapsed to chance after the
+weights its figure is from, the run never passing them again, `setback` says what and
+when (lab/records.py writes it). A figure quoted from a paper has `"source": "paper"`
+and a citation instead of a run's provenance.
 """
 
 from __future__ import annotations

@@ -110,3 +110,22 @@ def test_status_names_the_jumps_of_the_training_loss(tmp_path):
     )
     row = tool.status(str(run))
     assert row["loss_jumps"] == "1900" and row["best"] == 30.0
+
+
+def test_a_record_says_where_the_training_loss_jumped_after_its_best_weights(tmp_path):
+    """lab/records.py's `setback`: jumps after the weights a figure is from (spans of
+    consecutive points as one), none for jumps the run came back past, nor without
+    summaries."""
+    from lab import records
+
+    steady = [(step, 2.2 + 0.05 * (-1) ** (step // 100)) for step in range(100, 6100, 100)]
+    spikes = {1900: 9.0, 3200: 9.0, 3300: 9.0, 3400: 9.0, 5000: 30.0}
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, [("train/meta_loss", s, spikes.get(s, v)) for s, v in steady])
+    assert records.setback(str(run), 2500, 6000) == (
+        "its training loss jumped from 3,200 to 3,400 and at 5,000 updates, after its best "
+        "weights, and the patience rule ended it at 6,000; the figure is its weights at 2,500"
+    )
+    assert records.setback(str(run), 5500, 6000) is None  # every jump before the best
+    assert records.setback(str(tmp_path), 2500, 6000) is None  # no summaries
