@@ -3,15 +3,15 @@
 The end-to-end Omniglot runs (docs/lab/omniglot/end_to_end.md) take longer than a machine is
 kept, and nothing outside the repository survives a new machine. `save` copies what a
 run needs to resume and to be read (the latest training checkpoint, the best weights,
-the wall-clock record, the operative config, the log and any results)
-from W/runs/<run>/ into DIR/<run>/, and writes DIR/MANIFEST.json: for each run, the
-commit whose code trains it, its meta-update and the time of the save. `restore` copies
-them back into a new work directory, where the driver's command resumes each run from
-its checkpoint (a run whose work directory is further along is left alone).
+the wall-clock record, its scalar curves so far, the operative config, the log and any
+results) from W/runs/<run>/ into DIR/<run>/, and writes DIR/MANIFEST.json: for each run,
+the commit whose code trains it, its meta-update and the time of the save. `restore`
+copies them back into a new work directory, where the driver's command resumes each run
+from its checkpoint (a run whose work directory is further along is left alone).
 
-    .venv/bin/python lab/carry_runs.py save --work_dir W --to state/omniglot_conv \\
+    .venv/bin/python -m lab.carry_runs save --work_dir W --to state/omniglot_conv \\
         --commit $(git -C WORKTREE rev-parse HEAD)
-    .venv/bin/python lab/carry_runs.py restore --work_dir W --from state/omniglot_conv
+    .venv/bin/python -m lab.carry_runs restore --work_dir W --from state/omniglot_conv
 
 A resumed run must train on the code of the commit the manifest names (a worktree of it):
 the runs of a table are on one commit's code.
@@ -28,9 +28,11 @@ import shutil
 import sys
 
 MANIFEST = "MANIFEST.json"
-#: Files of a run directory that are carried whole (globs relative to it).
-#: No TensorBoard summaries: carried/ holds only what a run needs to resume.
+#: Files of a run directory that are carried whole (globs relative to it). No TensorBoard
+#: summaries: carried/ holds only what a run needs to resume and to be recorded, and of
+#: its summaries that is its scalar curves (`curves.json`, for its record's setback).
 RUN_FILES = ("operative_config.gin", "log.txt", "results.json", "eval_k*.json")
+CURVES = "curves.json"
 
 
 def _checkpoint_state(directory: str) -> str | None:
@@ -80,6 +82,18 @@ def save_run(run_dir: str, target: str) -> None:
         extra=("wall_clock.json",),
     )
     _copy_checkpoint(os.path.join(run_dir, "best"), os.path.join(target, "best"))
+    _save_curves(run_dir, os.path.join(target, CURVES))
+
+
+def _save_curves(run_dir: str, path: str) -> None:
+    """The run's scalar curves, those it carried in and those of its events files, as
+    one small JSON file (lab/e2e_status.py reads it back beside the events)."""
+    from lab.e2e_status import scalar_curves
+
+    curves = scalar_curves(run_dir)
+    if curves:
+        with open(path, "w") as f:
+            json.dump({tag: [[s, v] for s, v in curve] for tag, curve in curves.items()}, f)
 
 
 def save(work_dir: str, to: str, commit: str, runs: list[str] | None = None) -> dict:

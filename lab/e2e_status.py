@@ -46,20 +46,34 @@ STEADY_AFTER = 5000
 JUMP_FACTOR, JUMP_RISE, JUMP_RADIUS, JUMP_AFTER = 1.3, 0.1, 5, 1000
 
 
+#: The scalar curves a run carried from another machine brings (lab/carry_runs.py writes
+#: it): {tag: [[step, value], ...]} of the summaries its earlier machines wrote.
+CARRIED_CURVES = "curves.json"
+
+
 def scalar_curves(model_dir: str, *tags: str) -> dict[str, list[tuple[int, float]]]:
-    """Per tag, (step, value) of that scalar summary from every events file of the run, by
-    step (a resumed run's later file wins where steps repeat); each file is read once."""
-    points = {tag: {} for tag in tags}
+    """Per tag (every scalar tag if none is named), (step, value) of that scalar summary
+    from the run's carried curves and every events file of the run, by step (a resumed
+    run's later file wins where steps repeat); each file is read once."""
+    points: dict[str, dict[int, float]] = {tag: {} for tag in tags}
+    carried = os.path.join(model_dir, CARRIED_CURVES)
+    if os.path.exists(carried):
+        with open(carried) as f:
+            for tag, curve in json.load(f).items():
+                if tag in points or not tags:
+                    points.setdefault(tag, {}).update((int(s), float(v)) for s, v in curve)
     for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents.*"))):
         accumulator = event_accumulator.EventAccumulator(
             path, size_guidance={event_accumulator.TENSORS: 0}
         )
         accumulator.Reload()
-        present = accumulator.Tags()["tensors"]
-        for tag in tags:
-            if tag in present:
-                for event in accumulator.Tensors(tag):
-                    points[tag][event.step] = float(tf.make_ndarray(event.tensor_proto))
+        for tag in tags or accumulator.Tags()["tensors"]:
+            if tag not in accumulator.Tags()["tensors"]:
+                continue
+            for event in accumulator.Tensors(tag):
+                value = tf.make_ndarray(event.tensor_proto)
+                if value.ndim == 0 and value.dtype.kind in "fiu":  # no text, histogram, image
+                    points.setdefault(tag, {})[event.step] = float(value)
     return {tag: sorted(by_step.items()) for tag, by_step in points.items()}
 
 

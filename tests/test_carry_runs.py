@@ -49,6 +49,10 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     assert (carried / "checkpoints" / "wall_clock.json").exists()
     assert (carried / "best" / "checkpoint").exists()
     assert not any(p.name.startswith("events.out") for p in carried.iterdir())  # not for resuming
+    # ... but its scalar curves are, for its record (a setback after its best weights).
+    status = load_tool("e2e_status")
+    before = status.scalar_curve(str(first / "runs" / "cavia"), "train/meta_loss")
+    assert before and status.scalar_curve(str(carried), "train/meta_loss") == before
     on_disk = json.loads((tmp_path / "carried" / "MANIFEST.json").read_text())
     assert on_disk["cavia"]["commit"] == "abc1234"
 
@@ -62,6 +66,11 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     assert straight.keys() == resumed.keys()
     for name, value in straight.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    # Resumed, its curves run from the first machine's start to the second's end.
+    whole = status.scalar_curve(str(second / "runs" / "cavia"), "train/meta_loss")
+    straight_curve = status.scalar_curve(str(tmp_path / "straight/runs/cavia"), "train/meta_loss")
+    assert [s for s, _ in whole] == [s for s, _ in straight_curve]
+    assert whole[: len(before)] == before
     # A run further along where it is restored to is left alone.
     assert carry.restore(str(second), str(tmp_path / "carried")) == []
     assert carry.step_of(str(second / "runs" / "cavia")) == 60
