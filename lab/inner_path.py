@@ -93,6 +93,11 @@ def walk(
     if stepped not in ("inner", "task"):
         raise ValueError(f"stepped is 'inner' or 'task', not {stepped!r}")
     steps = learner.num_inner_steps if steps is None else steps
+    if steps > learner.num_inner_steps and getattr(learner, "per_step", False):
+        raise ValueError(
+            f"{learner.method_name} has a loss network for each of its "
+            f"{learner.num_inner_steps} inner steps, none for a walk of {steps}"
+        )
     rate = learner.inner_lr if rate is None else rate
     state = learner.start_state(*support_of(batch))
     path = []

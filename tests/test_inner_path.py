@@ -81,6 +81,8 @@ def test_each_step_reads_its_own_network_and_the_queries():
     assert np.all(np.abs(at_one - at_zero) > 1e-6)  # another network at step 1
     other = learner.inner_loss(state, *real, step=1, query_x=batch.query_x[:, ::-1] * 2)
     assert np.all(np.abs(at_one - other) > 1e-6)  # the query term reads the queries
+    with pytest.raises(ValueError, match="a loss network for each of its 2 inner steps"):
+        inner_path.walk(learner, batch, steps=3)  # step 2 has no network of its own
 
 
 def test_the_walk_on_the_task_loss_is_cavias_loop_on_the_same_weights():
