@@ -4,8 +4,10 @@ best and last points, validations since the best (the patience rule stops a run 
 the jumps of its training loss (the summary points after 1,000 updates above 1.3 times
 the median of the points within five of them, itself included, and at least 0.1 above
 it: a meta-batch or a few whose loss exploded, as relVIABLE's at 20 ways; the bar of 0.1
-keeps a converged run's small losses from jumping by sampling alone), the training wall-clock across
-resumptions, and the test result once written.
+keeps a converged run's small losses from jumping by sampling alone), the training
+wall-clock across resumptions, and the test result once written. A run carried from
+another machine (lab/carry_runs.py) reads the curves its earlier machines wrote from its
+curves.json, beneath its own events.
 
     .venv/bin/python lab/e2e_status.py --work_dir /work/runs/e2e
 
