@@ -65,7 +65,7 @@ def setback(run_dir: str, best_at: int, updates: int) -> str | None:
     spacing = min(b - a for (a, _), (b, _) in itertools.pairwise(curve))
     return (
         f"its training loss jumped {_spans(after, spacing)} updates, after its best "
-        f"weights, and the patience rule ended it at {updates:,}; the figure is its weights "
+        f"weights, and it ended at {updates:,}; the figure is its weights "
         f"at {best_at:,}"
     )
 

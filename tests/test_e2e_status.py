@@ -125,7 +125,7 @@ def test_a_record_says_where_the_training_loss_jumped_after_its_best_weights(tmp
     _write(run, [("train/meta_loss", s, spikes.get(s, v)) for s, v in steady])
     assert records.setback(str(run), 2500, 6000) == (
         "its training loss jumped from 3,200 to 3,400 and at 5,000 updates, after its best "
-        "weights, and the patience rule ended it at 6,000; the figure is its weights at 2,500"
+        "weights, and it ended at 6,000; the figure is its weights at 2,500"
     )
     assert records.setback(str(run), 5500, 6000) is None  # every jump before the best
     assert records.setback(str(tmp_path), 2500, 6000) is None  # no summaries
