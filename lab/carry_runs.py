@@ -14,7 +14,13 @@ from its checkpoint (a run whose work directory is further along is left alone).
     .venv/bin/python -m lab.carry_runs restore --work_dir W --from state/omniglot_conv
 
 A resumed run must train on the code of the commit the manifest names (a worktree of it):
-the runs of a table are on one commit's code.
+the runs of a table are on one commit's code. Before a save, `pause` waits for each
+training run's next checkpoint and then stops its whole process group (the driver and
+the child that trains), so that the save loses no updates and the run's folder holds
+still; `resume` lets them go on:
+
+    .venv/bin/python -m lab.carry_runs pause --work_dir W [--runs a,b]
+    .venv/bin/python -m lab.carry_runs resume --work_dir W
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import glob
 import json
 import os
 import shutil
+import signal
 import sys
+import time
 
 MANIFEST = "MANIFEST.json"
 #: Files of a run directory that are carried whole (globs relative to it). No TensorBoard
@@ -140,6 +148,57 @@ def restore(work_dir: str, source: str) -> list[str]:
     return restored
 
 
+def training_groups(work_dir: str) -> dict[str, int]:
+    """The process group of each run of `work_dir` a process trains: one whose command
+    line names the run's folder as its --model_dir (the driver's child; the driver leads
+    its group). Linux's /proc."""
+    runs = os.path.realpath(os.path.join(work_dir, "runs"))
+    groups = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().decode(errors="replace").split("\0")
+            for word in words:
+                if word.startswith("--model_dir="):
+                    folder = os.path.realpath(word.split("=", 1)[1])
+                    if os.path.dirname(folder) == runs:
+                        groups[os.path.basename(folder)] = os.getpgid(int(pid))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # the process ended while it was read
+    return groups
+
+
+def pause(work_dir: str, runs: list[str] | None = None, poll: float = 5.0) -> dict[str, str]:
+    """Waits for the next checkpoint of each training run (all, or those named), then
+    stops its process group; returns each run's checkpoint at the pause."""
+    groups = training_groups(work_dir)
+    names = runs or sorted(groups)
+    missing = [name for name in names if name not in groups]
+    if missing:
+        raise SystemExit(f"carry_runs: no process trains {', '.join(missing)} in {work_dir}")
+    folder = lambda name: os.path.join(work_dir, "runs", name, "checkpoints")  # noqa: E731
+    waiting = {name: _checkpoint_state(folder(name)) for name in names}
+    paused = {}
+    while waiting:
+        for name, before in list(waiting.items()):
+            now = _checkpoint_state(folder(name))
+            if now != before:
+                os.killpg(groups[name], signal.SIGSTOP)
+                paused[name] = now
+                del waiting[name]
+        if waiting:
+            time.sleep(poll)
+    return paused
+
+
+def resume(work_dir: str) -> list[str]:
+    """Lets every stopped training run of `work_dir` go on; returns them."""
+    groups = training_groups(work_dir)
+    for group in set(groups.values()):
+        os.killpg(group, signal.SIGCONT)
+    return sorted(groups)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -151,13 +210,23 @@ def main(argv: list[str] | None = None) -> int:
     restoring = commands.add_parser("restore")
     restoring.add_argument("--work_dir", required=True)
     restoring.add_argument("--from", dest="source", required=True)
+    pausing = commands.add_parser("pause")
+    pausing.add_argument("--work_dir", required=True)
+    pausing.add_argument("--runs", default="", help="comma-separated (default: every one training)")
+    resuming = commands.add_parser("resume")
+    resuming.add_argument("--work_dir", required=True)
     args = parser.parse_args(argv)
     if args.command == "save":
         manifest = save(args.work_dir, args.to, args.commit, [r for r in args.runs.split(",") if r])
         for name, record in manifest.items():
             print(f"{name}: meta-update {record['step']} ({record['commit'][:7]})")
-    else:
+    elif args.command == "restore":
         print("restored:", ", ".join(restore(args.work_dir, args.source)) or "none")
+    elif args.command == "pause":
+        for name, at in pause(args.work_dir, [r for r in args.runs.split(",") if r]).items():
+            print(f"{name}: paused after {at}")
+    else:
+        print("resumed:", ", ".join(resume(args.work_dir)) or "none")
     return 0
 
 

@@ -2,6 +2,8 @@
 an uninterrupted one."""
 
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -74,3 +76,62 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     # A run further along where it is restored to is left alone.
     assert carry.restore(str(second), str(tmp_path / "carried")) == []
     assert carry.step_of(str(second / "runs" / "cavia")) == 60
+
+
+def _state(pid: int, becomes: str = "", within: float = 5.0) -> str:
+    """A process's state (R, S, T: stopped, ...), waited for until it is one of
+    `becomes` (a signal is delivered a moment after it is sent)."""
+    import time
+
+    deadline = time.time() + within
+    while True:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if not becomes or state in becomes or time.time() > deadline:
+            return state
+        time.sleep(0.02)
+
+
+def test_pause_waits_for_the_next_checkpoint_then_stops_the_whole_group(tmp_path):
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    carry = _tool()
+    run = tmp_path / "work" / "runs" / "cavia"
+    (run / "checkpoints").mkdir(parents=True)
+    record = run / "checkpoints" / "checkpoint"
+    record.write_text('model_checkpoint_path: "ckpt-500"\n')
+    # A driver leading its group, and the child that trains with the run's --model_dir.
+    sleeper = "import time; time.sleep(60)"
+    child = (
+        f"import subprocess, sys; subprocess.run([sys.executable, '-c', {sleeper!r}, sys.argv[1]])"
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-c", child, f"--model_dir={run}"], start_new_session=True
+    )
+    try:
+        deadline = time.time() + 30
+        while "cavia" not in carry.training_groups(str(tmp_path / "work")):
+            assert time.time() < deadline, "the training child did not start"
+            time.sleep(0.05)
+        assert carry.training_groups(str(tmp_path / "work")) == {"cavia": driver.pid}
+        paused = {}
+        waiting = threading.Thread(
+            target=lambda: paused.update(carry.pause(str(tmp_path / "work"), poll=0.05))
+        )
+        waiting.start()
+        time.sleep(0.5)
+        assert waiting.is_alive() and _state(driver.pid) != "T"  # no new checkpoint yet
+        record.write_text('model_checkpoint_path: "ckpt-1000"\n')
+        waiting.join(timeout=10)
+        assert paused == {"cavia": "ckpt-1000"}
+        assert _state(driver.pid, becomes="T") == "T"
+        assert carry.resume(str(tmp_path / "work")) == ["cavia"]
+        assert _state(driver.pid, becomes="RS") in "RS"
+        with pytest.raises(SystemExit, match="no process trains other"):
+            carry.pause(str(tmp_path / "work"), ["other"])
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
