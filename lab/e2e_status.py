@@ -69,8 +69,9 @@ def scalar_curves(model_dir: str, *tags: str) -> dict[str, list[tuple[int, float
             path, size_guidance={event_accumulator.TENSORS: 0}
         )
         accumulator.Reload()
-        for tag in tags or accumulator.Tags()["tensors"]:
-            if tag not in accumulator.Tags()["tensors"]:
+        present = accumulator.Tags()["tensors"]
+        for tag in tags or present:
+            if tag not in present:
                 continue
             for event in accumulator.Tensors(tag):
                 value = tf.make_ndarray(event.tensor_proto)

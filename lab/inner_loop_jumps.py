@@ -116,9 +116,10 @@ def inner_loop_rows(learner, batch) -> list[dict]:
             }
         )
     rows.append({"step": len(path), "query": learner.query_loss(batch, adapted).numpy()})
+    support = inner_path.support_of(batch)
     for row, state in zip(rows, [step.state for step in path] + [adapted], strict=True):
         row.update(
-            support=learner.support_loss(state, *inner_path.support_of(batch)).numpy(),
+            support=learner.support_loss(state, *support).numpy(),
             phi=tf.norm(state.context, axis=1).numpy(),
             largest=float(tf.reduce_max(tf.abs(learner.predict(state, batch.support_x)))),
         )
