@@ -21,6 +21,15 @@ still; `resume` lets them go on:
 
     .venv/bin/python -m lab.carry_runs pause --work_dir W [--runs a,b]
     .venv/bin/python -m lab.carry_runs resume --work_dir W
+
+`queue` trains runs one after another on one core, each by the end-to-end driver of a
+worktree (its own .venv, the commit the runs train on), so that one line per core puts a
+machine to work on carried/README.md's lists; rerunning it resumes each unfinished run
+and skips the finished ones (the driver's own rule). Each driver leads its own process
+group (what `pause` stops), and W/queue.log gets a line as each starts and ends:
+
+    setsid nohup .venv/bin/python -m lab.carry_runs queue --work_dir W --worktree WT \
+        --data_dir ../shared/data/omniglot --core 0 simviable:20way1shot maml:20way1shot &
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -199,6 +209,60 @@ def resume(work_dir: str) -> list[str]:
     return sorted(groups)
 
 
+#: The driver a queue runs, from the worktree (`python -m ...`).
+DRIVER = "viable_tf.experiments.omniglot_conv"
+QUEUE_LOG = "queue.log"
+
+
+def job_command(worktree: str, work_dir: str, data_dir: str, job: str) -> list[str]:
+    """The driver's command for one `method:setting` job, run from `worktree`."""
+    method, sep, setting = job.partition(":")
+    if not (method and sep and setting) or ":" in setting:
+        raise SystemExit(f"carry_runs: a job is METHOD:SETTING (cavia:5way1shot), got {job!r}")
+    return [
+        os.path.join(worktree, ".venv", "bin", "python"),
+        "-m",
+        DRIVER,
+        f"--data_dir={os.path.abspath(data_dir)}",
+        f"--work_dir={os.path.abspath(work_dir)}",
+        f"--methods={method}",
+        f"--settings={setting}",
+    ]
+
+
+def queue(
+    work_dir: str, worktree: str, data_dir: str, core: int | None, jobs: list[str]
+) -> list[int]:
+    """Runs `jobs` one after another from `worktree`, each pinned to `core` (None: any) in
+    a process group of its own, its output appended to W/<method>_<setting>.out; returns
+    their exit statuses. Every job's command is checked before the first starts."""
+    commands = [job_command(worktree, work_dir, data_dir, job) for job in jobs]
+    os.makedirs(work_dir, exist_ok=True)
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    statuses = []
+    for job, command in zip(jobs, commands, strict=True):
+        _log(work_dir, f"start {job} on core {'any' if core is None else core} from {worktree}")
+        name = job.replace(":", "_")
+        with open(os.path.join(work_dir, f"{name}.out"), "a") as out:
+            run = subprocess.Popen(
+                command,
+                cwd=worktree,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=pin,
+            )
+            statuses.append(run.wait())
+        _log(work_dir, f"end {job} rc={statuses[-1]}")
+    return statuses
+
+
+def _log(work_dir: str, line: str) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(os.path.join(work_dir, QUEUE_LOG), "a") as f:
+        f.write(f"{now} {line}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -215,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     pausing.add_argument("--runs", default="", help="comma-separated (default: every one training)")
     resuming = commands.add_parser("resume")
     resuming.add_argument("--work_dir", required=True)
+    queueing = commands.add_parser("queue")
+    queueing.add_argument("--work_dir", required=True)
+    queueing.add_argument("--worktree", required=True, help="a checkout with its own .venv")
+    queueing.add_argument("--data_dir", required=True, help="the folder holding Omniglot's zips")
+    queueing.add_argument("--core", type=int, default=None, help="the CPU to pin them to")
+    queueing.add_argument("jobs", nargs="+", help="METHOD:SETTING, in order")
     args = parser.parse_args(argv)
     if args.command == "save":
         manifest = save(args.work_dir, args.to, args.commit, [r for r in args.runs.split(",") if r])
@@ -225,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "pause":
         for name, at in pause(args.work_dir, [r for r in args.runs.split(",") if r]).items():
             print(f"{name}: paused after {at}")
+    elif args.command == "queue":
+        statuses = queue(args.work_dir, args.worktree, args.data_dir, args.core, args.jobs)
+        return 0 if not any(statuses) else 1
     else:
         print("resumed:", ", ".join(resume(args.work_dir)) or "none")
     return 0

@@ -135,3 +135,55 @@ def test_pause_waits_for_the_next_checkpoint_then_stops_the_whole_group(tmp_path
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
+
+
+def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(tmp_path):
+    """Each job is the end-to-end driver of the worktree's .venv, run there, one after
+    another, on the core named, leading its own process group (what `pause` stops); a
+    malformed job is refused before any starts."""
+    carry = _tool()
+    worktree, work = tmp_path / "wt", tmp_path / "work"
+    python = worktree / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    seen = tmp_path / "seen.txt"
+    # A stand-in for the worktree's Python: what it was asked, where, on which CPUs, and
+    # whether it leads its process group.
+    python.write_text(
+        "#!/bin/sh\n"
+        f'echo "$* | $(pwd) | $(grep Cpus_allowed_list /proc/self/status | cut -f2) | '
+        f"$(awk '{{print ($1 == $5)}}' /proc/$$/stat)\" >> {seen}\n"
+        'echo "driver output"\n'
+        '[ "${5#--methods=}" = fails ] && exit 3 || exit 0\n'
+    )
+    python.chmod(0o755)
+    core = sorted(os.sched_getaffinity(0))[-1]
+    jobs = ["cavia:5way1shot", "fails:20way1shot", "maml:5way5shot"]
+    statuses = carry.queue(str(work), str(worktree), str(tmp_path / "data"), core, jobs)
+    assert statuses == [0, 3, 0]  # a failed job does not stop the ones after it
+    lines = seen.read_text().splitlines()
+    assert len(lines) == 3
+    for line, job in zip(lines, jobs, strict=True):
+        method, setting = job.split(":")
+        args, cwd, cpus, leads = (part.strip() for part in line.split("|"))
+        assert args == (
+            f"-m viable_tf.experiments.omniglot_conv --data_dir={tmp_path / 'data'} "
+            f"--work_dir={work} --methods={method} --settings={setting}"
+        )
+        assert cwd == str(worktree) and cpus == str(core) and leads == "1"
+    assert (work / "cavia_5way1shot.out").read_text() == "driver output\n"
+    log = (work / "queue.log").read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in log] == [
+        f"start cavia:5way1shot on core {core} from {worktree}",
+        "end cavia:5way1shot rc=0",
+        f"start fails:20way1shot on core {core} from {worktree}",
+        "end fails:20way1shot rc=3",
+        f"start maml:5way5shot on core {core} from {worktree}",
+        "end maml:5way5shot rc=0",
+    ]
+    seen.unlink()
+    for bad in ("cavia", "cavia:", ":5way1shot", "cavia:5way1shot:extra"):
+        with pytest.raises(SystemExit, match="a job is METHOD:SETTING"):
+            carry.queue(
+                str(work), str(worktree), str(tmp_path / "data"), None, ["maml:5way5shot", bad]
+            )
+    assert not seen.exists()  # refused before the first job ran
