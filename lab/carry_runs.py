@@ -215,12 +215,13 @@ QUEUE_LOG = "queue.log"
 
 
 def job_command(worktree: str, work_dir: str, data_dir: str, job: str) -> list[str]:
-    """The driver's command for one `method:setting` job, run from `worktree`."""
+    """The driver's command for one `method:setting` job, run from `worktree` (every path
+    absolute: a relative one would be read from the worktree)."""
     method, sep, setting = job.partition(":")
     if not (method and sep and setting) or ":" in setting:
         raise SystemExit(f"carry_runs: a job is METHOD:SETTING (cavia:5way1shot), got {job!r}")
     return [
-        os.path.join(worktree, ".venv", "bin", "python"),
+        os.path.join(os.path.abspath(worktree), ".venv", "bin", "python"),
         "-m",
         DRIVER,
         f"--data_dir={os.path.abspath(data_dir)}",
@@ -236,6 +237,7 @@ def queue(
     """Runs `jobs` one after another from `worktree`, each pinned to `core` (None: any) in
     a process group of its own, its output appended to W/<method>_<setting>.out; returns
     their exit statuses. Every job's command is checked before the first starts."""
+    worktree = os.path.abspath(worktree)
     commands = [job_command(worktree, work_dir, data_dir, job) for job in jobs]
     os.makedirs(work_dir, exist_ok=True)
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))

@@ -137,11 +137,15 @@ def test_pause_waits_for_the_next_checkpoint_then_stops_the_whole_group(tmp_path
         driver.wait()
 
 
-def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(tmp_path):
+def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(
+    tmp_path, monkeypatch
+):
     """Each job is the end-to-end driver of the worktree's .venv, run there, one after
-    another, on the core named, leading its own process group (what `pause` stops); a
-    malformed job is refused before any starts."""
+    another, on the core named, leading its own process group (what `pause` stops); paths
+    may be relative to where the queue starts; a malformed job is refused before any
+    starts."""
     carry = _tool()
+    monkeypatch.chdir(tmp_path)
     worktree, work = tmp_path / "wt", tmp_path / "work"
     python = worktree / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -158,7 +162,7 @@ def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(t
     python.chmod(0o755)
     core = sorted(os.sched_getaffinity(0))[-1]
     jobs = ["cavia:5way1shot", "fails:20way1shot", "maml:5way5shot"]
-    statuses = carry.queue(str(work), str(worktree), str(tmp_path / "data"), core, jobs)
+    statuses = carry.queue("work", "wt", "data", core, jobs)
     assert statuses == [0, 3, 0]  # a failed job does not stop the ones after it
     lines = seen.read_text().splitlines()
     assert len(lines) == 3
