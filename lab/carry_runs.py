@@ -2,12 +2,15 @@
 
 The end-to-end Omniglot runs (docs/lab/omniglot/end_to_end.md) take longer than a machine is
 kept, and nothing outside the repository survives a new machine. `save` copies what a
-run needs to resume and to be read (the latest training checkpoint, the best weights,
-the wall-clock record, its scalar curves so far, the operative config, the log and any
-results) from W/runs/<run>/ into DIR/<run>/, and writes DIR/MANIFEST.json: for each run,
-the commit whose code trains it, its meta-update and the time of the save. `restore`
-copies them back into a new work directory, where the driver's command resumes each run
-from its checkpoint (a run whose work directory is further along is left alone).
+run needs to resume and to be read (the latest training checkpoint, the best weights
+unless they are that checkpoint's, the wall-clock record, its scalar curves so far, the
+operative config, the log and any results) from W/runs/<run>/ into DIR/<run>/, and
+writes DIR/MANIFEST.json: for each run, the commit whose code trains it, its meta-update,
+the time of the save and, as "best": "latest", whether its best weights are the latest
+checkpoint's. `restore` copies them back into a new work directory (the latest
+checkpoint into best/ as well where the manifest says so), where the driver's command
+resumes each run from its checkpoint (a run whose work directory is further along is
+left alone).
 
     .venv/bin/python -m lab.carry_runs save --work_dir W --to state/omniglot_conv \\
         --commit $(git -C WORKTREE rev-parse HEAD)
@@ -51,6 +54,9 @@ MANIFEST = "MANIFEST.json"
 #: its summaries that is its scalar curves (`curves.json`, for its record's setback).
 RUN_FILES = ("operative_config.gin", "log.txt", "results.json", "eval_k*.json")
 CURVES = "curves.json"
+#: A manifest entry's key saying where a run's best weights are ("latest": in its
+#: latest checkpoint, not carried twice).
+BEST = "best"
 
 
 def _checkpoint_state(directory: str) -> str | None:
@@ -86,8 +92,10 @@ def _copy_checkpoint(source: str, target: str, extra: tuple[str, ...] = ()) -> N
         f.write(f"all_model_checkpoint_paths: {json.dumps(name)}\n")
 
 
-def save_run(run_dir: str, target: str) -> None:
-    """What `run_dir` needs to resume, in `target` (replacing what was there)."""
+def save_run(run_dir: str, target: str) -> bool:
+    """What `run_dir` needs to resume, in `target` (replacing what was there). Best
+    weights from the latest checkpoint's own step are not copied: that checkpoint holds
+    them, and `restore` puts it in best/ again. Returns whether they were left out."""
     if os.path.exists(target):
         shutil.rmtree(target)
     os.makedirs(target)
@@ -99,8 +107,14 @@ def save_run(run_dir: str, target: str) -> None:
         os.path.join(target, "checkpoints"),
         extra=("wall_clock.json",),
     )
-    _copy_checkpoint(os.path.join(run_dir, "best"), os.path.join(target, "best"))
+    best = _checkpoint_state(os.path.join(run_dir, "best"))
+    best_is_latest = best is not None and best == _checkpoint_state(
+        os.path.join(run_dir, "checkpoints")
+    )
+    if not best_is_latest:
+        _copy_checkpoint(os.path.join(run_dir, "best"), os.path.join(target, "best"))
     _save_curves(run_dir, os.path.join(target, CURVES))
+    return best_is_latest
 
 
 def _save_curves(run_dir: str, path: str) -> None:
@@ -126,12 +140,13 @@ def save(work_dir: str, to: str, commit: str, runs: list[str] | None = None) -> 
         run_dir = os.path.join(work_dir, "runs", name)
         if not os.path.isdir(run_dir):
             raise SystemExit(f"carry_runs: no run {name!r} in {work_dir}/runs")
-        save_run(run_dir, os.path.join(to, name))
+        best_is_latest = save_run(run_dir, os.path.join(to, name))
         manifest[name] = {
             "commit": commit,
             "step": step_of(run_dir),
             "finished": os.path.exists(os.path.join(run_dir, "results.json")),
             "saved": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
+            **({BEST: "latest"} if best_is_latest else {}),
         }
     os.makedirs(to, exist_ok=True)
     with open(manifest_path, "w") as f:
@@ -154,6 +169,8 @@ def restore(work_dir: str, source: str) -> list[str]:
         if os.path.exists(target):
             shutil.rmtree(target)
         shutil.copytree(carried, target)
+        if manifest[name].get(BEST) == "latest":  # the best weights are the latest's
+            _copy_checkpoint(os.path.join(target, "checkpoints"), os.path.join(target, "best"))
         restored.append(name)
     return restored
 

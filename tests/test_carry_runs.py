@@ -49,7 +49,11 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
         "ckpt-40.index",
     ]
     assert (carried / "checkpoints" / "wall_clock.json").exists()
-    assert (carried / "best" / "checkpoint").exists()
+    # Its best weights: carried, or, from the latest checkpoint's step, left to that.
+    best = carry._checkpoint_state(str(first / "runs" / "cavia" / "best"))
+    assert best is not None
+    assert (carried / "best" / "checkpoint").exists() == (best != "ckpt-40")
+    assert (manifest["cavia"].get("best") == "latest") == (best == "ckpt-40")
     assert not any(p.name.startswith("events.out") for p in carried.iterdir())  # not for resuming
     # ... but its scalar curves are, for its record (a setback after its best weights).
     status = load_tool("e2e_status")
@@ -61,6 +65,7 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     second = tmp_path / "machine_2"
     assert carry.restore(str(second), str(tmp_path / "carried")) == ["cavia", "empty"]
     assert carry.restore(str(second), str(tmp_path / "carried")) == []  # already there
+    assert carry._checkpoint_state(str(second / "runs" / "cavia" / "best")) == best
     _train(second / "runs" / "cavia", 60)
 
     straight = checkpoint_values(str(tmp_path / "straight/runs/cavia/checkpoints/ckpt-60"))
@@ -76,6 +81,39 @@ def test_a_carried_run_resumes_to_the_uninterrupted_state(tmp_path):
     # A run further along where it is restored to is left alone.
     assert carry.restore(str(second), str(tmp_path / "carried")) == []
     assert carry.step_of(str(second / "runs" / "cavia")) == 60
+
+
+def _checkpoint_files(folder, name, step):
+    """A checkpoint `ckpt-<step>` in `folder` as the trainer leaves it: its files, whose
+    bytes name it and `name`, and the record naming it."""
+    folder.mkdir(parents=True)
+    for suffix in ("index", "data-00000-of-00001"):
+        (folder / f"ckpt-{step}.{suffix}").write_text(f"{name} {step} {suffix}")
+    (folder / "checkpoint").write_text(f'model_checkpoint_path: "ckpt-{step}"\n')
+
+
+@pytest.mark.parametrize("best_step", [500, 1000])
+def test_best_weights_of_the_latest_step_are_carried_once(tmp_path, best_step):
+    """Best weights from an earlier step are carried; from the latest checkpoint's step
+    they are that checkpoint's, left out of carried/ and put back in best/ by restore."""
+    carry = _tool()
+    run = tmp_path / "work" / "runs" / "cavia"
+    _checkpoint_files(run / "checkpoints", "latest", 1000)
+    _checkpoint_files(run / "best", "best", best_step)
+    manifest = carry.save(str(tmp_path / "work"), str(tmp_path / "carried"), commit="abc1234")
+    carried = tmp_path / "carried" / "cavia"
+    if best_step == 1000:
+        assert manifest["cavia"]["best"] == "latest" and not (carried / "best").exists()
+    else:
+        assert "best" not in manifest["cavia"]
+        assert (carried / "best" / "ckpt-500.index").read_text() == "best 500 index"
+    assert carry.restore(str(tmp_path / "new"), str(tmp_path / "carried")) == ["cavia"]
+    best = tmp_path / "new" / "runs" / "cavia" / "best"
+    assert carry._checkpoint_state(str(best)) == f"ckpt-{best_step}"
+    origin = "latest" if best_step == 1000 else "best"
+    for suffix in ("index", "data-00000-of-00001"):
+        restored = (best / f"ckpt-{best_step}.{suffix}").read_text()
+        assert restored == f"{origin} {best_step} {suffix}"
 
 
 def _state(pid: int, becomes: str = "", within: float = 5.0) -> str:
