@@ -22,6 +22,7 @@ from viable_tf.cli import train as train_cli
 from viable_tf.config import load_run
 from viable_tf.datasets import image_folder
 from viable_tf.export.pngs import decode_png, encode_pngs
+from viable_tf.image_decoding import convert, decode_image
 from viable_tf.tasks import seed_for
 from viable_tf.tasks.images import ImageFolderEpisodes
 
@@ -86,6 +87,20 @@ def test_every_format_size_and_mode_becomes_the_configured_image(folder):
     # The formats agree on what they hold: each class's bar is where its label puts it.
     rows = images[:, :, 4:-4, 0].mean(axis=(0, 2))
     assert rows[1:4].mean() < 0.6 < rows[10:].mean()
+
+
+def test_a_class_is_converted_as_each_of_its_files_alone_bit_for_bit(folder):
+    """`decode` converts the images of one shape together (`convert_all`): the same bits as
+    each file converted alone, in the files' order, whatever their sizes and modes."""
+    files = [f for c in image_folder.scan(str(folder))[:3] for f in c.files]
+    decoded = [decode_image(image_folder.read_bytes(f)) for f in files]
+    assert len({image.shape for image in decoded}) > 3  # sizes and channel counts mixed
+    for size, channels in (((28, 28), 1), ((16, 20), 3), ((105, 105), 1)):
+        together, _ = image_folder.decode(
+            files, image_size=size, channels=channels, bad_files="refuse"
+        )
+        alone = np.stack([convert(image, size, channels).numpy() for image in decoded])
+        np.testing.assert_array_equal(together.view(np.uint32), alone.view(np.uint32))
 
 
 @pytest.mark.parametrize("mode, suffix", [("RGB", "png"), ("RGBA", "png"), ("RGB", "jpg")])

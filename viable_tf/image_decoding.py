@@ -11,6 +11,7 @@ grey by ITU-R 601 luma, alpha composited over white.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -61,7 +62,8 @@ def decode_by_pillow(data: bytes) -> np.ndarray:
 
 
 def convert(image, image_size: tuple[int, int], channels: int):
-    """One decoded uint8 image [h, w, c] (c = 1..4) -> float32 [H, W, channels] of 0..1:
+    """One decoded uint8 image [h, w, c] (c = 1..4), or a batch of them alike [n, h, w, c],
+    -> float32 [H, W, channels] (or [n, H, W, channels]) of 0..1:
     colour to grey as PNG and JPEG decoders convert (`luminance`, so that a served PNG
     signature, whose decoder converts it, sees the grey training saw, to 1/255), grey to
     colour by repetition, alpha composited over white, resized by area averaging."""
@@ -76,7 +78,7 @@ def convert(image, image_size: tuple[int, int], channels: int):
     elif channels == 3 and colour.shape[-1] == 1:
         colour = tf.repeat(colour, 3, -1)
     image = over_white(colour, alpha)
-    if tuple(image.shape[:2]) != tuple(image_size):
+    if tuple(image.shape[-3:-1]) != tuple(image_size):
         image = tf.image.resize(image, image_size, method="area")
     return tf.clip_by_value(image, 0.0, 1.0)  # area sums can pass 1 by an ulp
 
@@ -85,6 +87,20 @@ def convert(image, image_size: tuple[int, int], channels: int):
 #: training and in a served graph alike (TensorFlow's graph divides by a constant through
 #: its reciprocal, which differs in the last bit for some v).
 UINT8_SCALED = np.arange(256, dtype=np.float32) / np.float32(255.0)
+
+
+def convert_all(images: Sequence[np.ndarray], image_size: tuple[int, int], channels: int):
+    """Decoded uint8 images [h, w, c] of any shapes -> float32 [n, H, W, channels], in their
+    order: `convert` once per shape on the images of that shape, stacked (the same ops on
+    each image as one at a time, a handful of calls where a folder of one size took one per
+    image)."""
+    out = np.empty((len(images), *image_size, channels), np.float32)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, image in enumerate(images):
+        by_shape.setdefault(image.shape, []).append(i)
+    for indices in by_shape.values():
+        out[indices] = convert(np.stack([images[i] for i in indices]), image_size, channels)
+    return out
 
 
 def over_white(colour, alpha=None):

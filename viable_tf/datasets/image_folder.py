@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from viable_tf.image_decoding import ImageDecodeError, convert, decode_image
+from viable_tf.image_decoding import ImageDecodeError, convert_all, decode_image
 
 #: What `tf.io.decode_image` reads, by file name extension (lower case).
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp")
@@ -266,8 +266,8 @@ def load(
         return decode(
             image_class.files, image_size=image_size, channels=channels, bad_files=bad_files
         )
-    images = [convert(image, image_size, channels).numpy() for image in image_class.images]
-    return np.stack(images).astype(np.float32), []
+    images = [np.asarray(image) for image in image_class.images]
+    return convert_all(images, image_size, channels), []
 
 
 def decode(
@@ -283,8 +283,7 @@ def decode(
         raise ValueError(f"channels must be 1 or 3, got {channels}")
     if bad_files not in ("refuse", "skip"):
         raise ValueError(f"bad_files must be 'refuse' or 'skip', got {bad_files!r}")
-    images = np.empty((len(files), *image_size, channels), np.float32)
-    kept, skipped = 0, []
+    decoded, skipped = [], []
     for path in files:
         try:
             image = decode_image(read_bytes(path))  # uint8 [h, w, c]
@@ -298,6 +297,5 @@ def decode(
                 ) from None
             skipped.append(path)
             continue
-        images[kept] = convert(image, image_size, channels).numpy()
-        kept += 1
-    return images[:kept], skipped
+        decoded.append(image)
+    return convert_all(decoded, image_size, channels), skipped
