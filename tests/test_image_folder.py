@@ -22,7 +22,7 @@ from viable_tf.cli import train as train_cli
 from viable_tf.config import load_run
 from viable_tf.datasets import image_folder
 from viable_tf.export.pngs import decode_png, encode_pngs
-from viable_tf.image_decoding import convert, decode_image
+from viable_tf.image_decoding import convert, convert_all, decode_image
 from viable_tf.tasks import seed_for
 from viable_tf.tasks.images import ImageFolderEpisodes
 
@@ -101,6 +101,11 @@ def test_a_class_is_converted_as_each_of_its_files_alone_bit_for_bit(folder):
         )
         alone = np.stack([convert(image, size, channels).numpy() for image in decoded])
         np.testing.assert_array_equal(together.view(np.uint32), alone.view(np.uint32))
+    # Converted in parts where the images waiting pass `batch_bytes`: the same bits.
+    for batch_bytes in (1, 40_000):
+        parts = convert_all(iter(decoded), (28, 28), 1, batch_bytes=batch_bytes)
+        alone = np.stack([convert(image, (28, 28), 1).numpy() for image in decoded])
+        np.testing.assert_array_equal(parts.view(np.uint32), alone.view(np.uint32))
 
 
 @pytest.mark.parametrize("mode, suffix", [("RGB", "png"), ("RGBA", "png"), ("RGB", "jpg")])

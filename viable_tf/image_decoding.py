@@ -11,7 +11,7 @@ grey by ITU-R 601 luma, alpha composited over white.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -89,18 +89,42 @@ def convert(image, image_size: tuple[int, int], channels: int):
 UINT8_SCALED = np.arange(256, dtype=np.float32) / np.float32(255.0)
 
 
-def convert_all(images: Sequence[np.ndarray], image_size: tuple[int, int], channels: int):
-    """Decoded uint8 images [h, w, c] of any shapes -> float32 [n, H, W, channels], in their
-    order: `convert` once per shape on the images of that shape, stacked (the same ops on
-    each image as one at a time, a handful of calls where a folder of one size took one per
-    image)."""
-    out = np.empty((len(images), *image_size, channels), np.float32)
-    by_shape: dict[tuple[int, ...], list[int]] = {}
-    for i, image in enumerate(images):
-        by_shape.setdefault(image.shape, []).append(i)
-    for indices in by_shape.values():
-        out[indices] = convert(np.stack([images[i] for i in indices]), image_size, channels)
-    return out
+def convert_all(
+    images: Iterable[np.ndarray],
+    image_size: tuple[int, int],
+    channels: int,
+    *,
+    batch_bytes: int = 32 * 2**20,
+) -> np.ndarray:
+    """Decoded uint8 images [h, w, c] of any shapes (arrays or tensors) -> float32 [n, H, W,
+    channels], in their order: `convert` on the images of one shape together (the same ops
+    on each image as one at a time, a handful of calls where a folder of one size took one
+    per image). Images are held for it until `batch_bytes` of them wait, so a class of many
+    large files is converted in parts, never held whole at its files' size."""
+    converted: list[np.ndarray | None] = []
+    waiting: dict[tuple[int, ...], list[int]] = {}  # by shape: indices into `converted`
+    held: dict[int, np.ndarray] = {}
+    held_bytes = 0
+    for image in map(np.asarray, images):  # a decoder's tensor, or an array
+        waiting.setdefault(image.shape, []).append(len(converted))
+        held[len(converted)] = image
+        converted.append(None)
+        held_bytes += image.nbytes
+        if held_bytes >= batch_bytes:
+            _convert_waiting(waiting, held, converted, image_size, channels)
+            held_bytes = 0
+    _convert_waiting(waiting, held, converted, image_size, channels)
+    if not converted:
+        return np.empty((0, *image_size, channels), np.float32)
+    return np.stack(converted)
+
+
+def _convert_waiting(waiting, held, converted, image_size, channels) -> None:
+    for indices in waiting.values():
+        batch = convert(np.stack([held.pop(i) for i in indices]), image_size, channels)
+        for i, image in zip(indices, batch.numpy(), strict=True):
+            converted[i] = image
+    waiting.clear()
 
 
 def over_white(colour, alpha=None):

@@ -266,8 +266,7 @@ def load(
         return decode(
             image_class.files, image_size=image_size, channels=channels, bad_files=bad_files
         )
-    images = [np.asarray(image) for image in image_class.images]
-    return convert_all(images, image_size, channels), []
+    return convert_all(image_class.images, image_size, channels), []
 
 
 def decode(
@@ -277,13 +276,18 @@ def decode(
 
     `bad_files`: 'refuse' stops at the first file that does not decode (truncated, or not
     an image whatever its name), naming it; 'skip' leaves such files out."""
-    import tensorflow as tf
-
     if channels not in (1, 3):
         raise ValueError(f"channels must be 1 or 3, got {channels}")
     if bad_files not in ("refuse", "skip"):
         raise ValueError(f"bad_files must be 'refuse' or 'skip', got {bad_files!r}")
-    decoded, skipped = [], []
+    skipped: list[str] = []
+    return convert_all(_decoded(files, bad_files, skipped), image_size, channels), skipped
+
+
+def _decoded(files: Sequence[str], bad_files: str, skipped: list[str]):
+    """Each file's uint8 [h, w, c], in order; what does not decode refused or skipped."""
+    import tensorflow as tf
+
     for path in files:
         try:
             image = decode_image(read_bytes(path))  # uint8 [h, w, c]
@@ -297,5 +301,4 @@ def decode(
                 ) from None
             skipped.append(path)
             continue
-        decoded.append(image)
-    return convert_all(decoded, image_size, channels), skipped
+        yield image
