@@ -101,30 +101,26 @@ def convert_all(
     on each image as one at a time, a handful of calls where a folder of one size took one
     per image). Images are held for it until `batch_bytes` of them wait, so a class of many
     large files is converted in parts, never held whole at its files' size."""
-    converted: list[np.ndarray | None] = []
-    waiting: dict[tuple[int, ...], list[int]] = {}  # by shape: indices into `converted`
-    held: dict[int, np.ndarray] = {}
-    held_bytes = 0
+    parts, chunk, held = [], [], 0
     for image in map(np.asarray, images):  # a decoder's tensor, or an array
-        waiting.setdefault(image.shape, []).append(len(converted))
-        held[len(converted)] = image
-        converted.append(None)
-        held_bytes += image.nbytes
-        if held_bytes >= batch_bytes:
-            _convert_waiting(waiting, held, converted, image_size, channels)
-            held_bytes = 0
-    _convert_waiting(waiting, held, converted, image_size, channels)
-    if not converted:
-        return np.empty((0, *image_size, channels), np.float32)
-    return np.stack(converted)
+        chunk.append(image)
+        held += image.nbytes
+        if held >= batch_bytes:
+            parts.append(_convert_chunk(chunk, image_size, channels))
+            chunk, held = [], 0
+    parts.append(_convert_chunk(chunk, image_size, channels))
+    return np.concatenate(parts)
 
 
-def _convert_waiting(waiting, held, converted, image_size, channels) -> None:
-    for indices in waiting.values():
-        batch = convert(np.stack([held.pop(i) for i in indices]), image_size, channels)
-        for i, image in zip(indices, batch.numpy(), strict=True):
-            converted[i] = image
-    waiting.clear()
+def _convert_chunk(chunk: list[np.ndarray], image_size, channels) -> np.ndarray:
+    """`chunk` converted in its order, one `convert` per shape."""
+    out = np.empty((len(chunk), *image_size, channels), np.float32)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, image in enumerate(chunk):
+        by_shape.setdefault(image.shape, []).append(i)
+    for indices in by_shape.values():
+        out[indices] = convert(np.stack([chunk[i] for i in indices]), image_size, channels)
+    return out
 
 
 def over_white(colour, alpha=None):
