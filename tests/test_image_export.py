@@ -95,6 +95,31 @@ def test_the_png_signature_answers_exactly_as_the_tensor_one(loaded):
     for name in ("logits", "probabilities", "classes", "context"):
         np.testing.assert_array_equal(pngs[name], tensors[name])
     assert tensors["classes"].shape == (1, WAYS * 2)
+    # As Omniglot's own files are written: 1-bit grey PNGs (the drawings are 0 or 1).
+    one_bit = _call(
+        loaded,
+        "serving_png",
+        support_png=_one_bit_pngs(support_x),
+        support_y=support_y,
+        query_png=_one_bit_pngs(query_x),
+    )
+    np.testing.assert_array_equal(one_bit["logits"], tensors["logits"])
+
+
+def _one_bit_pngs(images):
+    """Drawings [1, P, H, W, 1] of 0 and 1 -> [1, P] 1-bit grey PNG files, by Pillow."""
+    import io
+
+    from PIL import Image
+
+    assert set(np.unique(images)) <= {0.0, 1.0}
+    files = np.empty(images.shape[:2], object)
+    for i, image in enumerate(images[0]):
+        buffer = io.BytesIO()
+        Image.fromarray(image[..., 0] > 0.5).save(buffer, "PNG")
+        assert buffer.getvalue()[24] == 1  # IHDR's bit depth
+        files[0, i] = buffer.getvalue()
+    return files
 
 
 def test_the_served_graph_is_the_learner_behind_the_training_preprocessing(loaded):
@@ -127,6 +152,44 @@ def test_pngs_of_any_size_and_colour_type_are_read_as_drawings_on_white():
     # RGB, opaque: gray values pass exactly
     rgb = np.repeat((drawing * 255).astype(np.uint8), 3, axis=-1)
     np.testing.assert_array_equal(decode_png(tf.io.encode_png(rgb).numpy()), drawing)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_pngs_of_fewer_than_8_bits_a_sample_are_read_as_pillow_reads_them(bits):
+    """Grey and palette PNGs of 1, 2 and 4 bits a sample (Omniglot's drawings are 1-bit
+    grey files), with and without a palette's transparency, are read as training reads
+    Pillow's decoding of them. TensorFlow's `decode_png(channels=4)` gives such a file the
+    alpha 2^bits - 1 in place of 255, which laid every pixel nearly transparent over white:
+    the served graph read Omniglot's files as blank pages (0.996 for the strokes)."""
+    import io
+
+    from PIL import Image
+
+    from viable_tf.image_decoding import convert_all
+
+    rng = np.random.default_rng(bits)
+    levels = 2**bits
+    index = rng.integers(0, levels, size=(9, 11)).astype(np.uint8)
+    palette = rng.integers(0, 256, size=(levels, 3)).astype(np.uint8)
+    alphas = bytes(rng.integers(0, 256, size=levels).astype(np.uint8))
+    grey = (
+        Image.fromarray(index > 0) if bits == 1 else Image.fromarray(index * (255 // (levels - 1)))
+    )
+    paletted = Image.fromarray(index, "P")
+    paletted.putpalette(palette.ravel().tolist())
+    for image, options in (
+        (grey, {} if bits == 1 else {"bits": bits}),
+        (paletted, {"bits": bits}),
+        (paletted, {"bits": bits, "transparency": alphas}),
+    ):
+        buffer = io.BytesIO()
+        image.save(buffer, "PNG", **options)
+        data = buffer.getvalue()
+        assert data[24] == bits  # IHDR's bit depth: the file is what the case says
+        rgba = np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
+        for channels in (1, 3):
+            expected = convert_all([rgba], (9, 11), channels)[0]
+            np.testing.assert_array_equal(decode_png(data, channels), expected)
 
 
 def test_a_jpeg_is_read_as_a_png_is_and_its_size_checked_from_its_header(loaded):

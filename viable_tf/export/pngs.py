@@ -98,7 +98,23 @@ def _decode(data: tf.Tensor, channels: int) -> tf.Tensor:
         lambda: tf.pad(
             tf.io.decode_jpeg(data, channels=3), [[0, 0], [0, 0], [0, 1]], constant_values=255
         ),
-        lambda: tf.io.decode_png(data, channels=4),
+        lambda: _png_rgba(data),
     )
     color, alpha = rgba[..., :3], rgba[..., 3:]  # uint8 [h, w, 3], [h, w, 1]
     return over_white(luminance(color) if channels == 1 else color, alpha)
+
+
+def _png_rgba(data: tf.Tensor) -> tf.Tensor:
+    """A PNG string -> uint8 [h, w, 4]: decoded at its own channel count (grey, grey and
+    alpha, colour, colour and alpha), then grey repeated to colour and a missing alpha
+    made opaque. Not `decode_png(channels=4)`: for a file of fewer than 8 bits a sample
+    (Omniglot's drawings are 1-bit grey; small palettes are 1, 2 or 4 bits) the alpha it
+    adds is that depth's largest value (1, 3 or 15), not 255, so every pixel came out
+    nearly transparent, and white once laid over white."""
+    image = tf.io.decode_png(data)  # uint8 [h, w, c], c = 1..4
+    count = tf.shape(image)[-1]
+    color = tf.gather(image, tf.where(count >= 3, [0, 1, 2], [0, 0, 0]), axis=-1)
+    alpha = tf.where(count % 2 == 0, image[..., -1:], tf.constant(255, tf.uint8))
+    rgba = tf.concat([color, alpha], axis=-1)
+    rgba.set_shape([None, None, 4])  # in a graph the file's channel count is not known
+    return rgba
