@@ -28,8 +28,10 @@ still; `resume` lets them go on:
 `queue` trains runs one after another on one core, each by the end-to-end driver of a
 worktree (its own .venv, the commit the runs train on), so that one line per core puts a
 machine to work on carried/README.md's lists; rerunning it resumes each unfinished run
-and skips the finished ones (the driver's own rule). Each driver leads its own process
-group (what `pause` stops), and W/queue.log gets a line as each starts and ends:
+and skips the finished ones (the driver's own rule); a run that a process already trains
+(an earlier queue's, whose list is being changed) is waited for, not started a second
+time on the same folder. Each driver leads its own process group (what `pause` stops),
+and W/queue.log gets a line as each starts and ends:
 
     setsid nohup .venv/bin/python -m lab.carry_runs queue --work_dir W --worktree WT \
         --data_dir ../shared/data/omniglot --core 0 simviable:20way1shot maml:20way1shot &
@@ -249,19 +251,29 @@ def job_command(worktree: str, work_dir: str, data_dir: str, job: str) -> list[s
 
 
 def queue(
-    work_dir: str, worktree: str, data_dir: str, core: int | None, jobs: list[str]
-) -> list[int]:
+    work_dir: str, worktree: str, data_dir: str, core: int | None, jobs: list[str], poll=30.0
+) -> list[int | None]:
     """Runs `jobs` one after another from `worktree`, each pinned to `core` (None: any) in
     a process group of its own, its output appended to W/<method>_<setting>.out; returns
-    their exit statuses. Every job's command is checked before the first starts."""
+    their exit statuses. Every job's command is checked before the first starts. A job
+    whose run a process already trains is waited for instead (checked every `poll`
+    seconds until its process group is gone); its status is None, the other process's."""
     worktree = os.path.abspath(worktree)
     commands = [job_command(worktree, work_dir, data_dir, job) for job in jobs]
     os.makedirs(work_dir, exist_ok=True)
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
-    statuses = []
+    statuses: list[int | None] = []
     for job, command in zip(jobs, commands, strict=True):
-        _log(work_dir, f"start {job} on core {'any' if core is None else core} from {worktree}")
         name = job.replace(":", "_")
+        group = training_groups(work_dir).get(name)
+        if group is not None:
+            _log(work_dir, f"wait for {job}: process group {group} trains it")
+            while _group_alive(group):
+                time.sleep(poll)
+            _log(work_dir, f"end {job} (process group {group})")
+            statuses.append(None)
+            continue
+        _log(work_dir, f"start {job} on core {'any' if core is None else core} from {worktree}")
         with open(os.path.join(work_dir, f"{name}.out"), "a") as out:
             run = subprocess.Popen(
                 command,
@@ -274,6 +286,14 @@ def queue(
             statuses.append(run.wait())
         _log(work_dir, f"end {job} rc={statuses[-1]}")
     return statuses
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _log(work_dir: str, line: str) -> None:
@@ -316,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: paused after {at}")
     elif args.command == "queue":
         statuses = queue(args.work_dir, args.worktree, args.data_dir, args.core, args.jobs)
-        return 0 if not any(statuses) else 1
+        return 0 if not any(statuses) else 1  # None (waited for) counts as success
     else:
         print("resumed:", ", ".join(resume(args.work_dir)) or "none")
     return 0

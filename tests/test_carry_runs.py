@@ -175,6 +175,76 @@ def test_pause_waits_for_the_next_checkpoint_then_stops_the_whole_group(tmp_path
         driver.wait()
 
 
+def _stand_in_python(worktree, seen):
+    """A stand-in for the worktree's Python: it writes to `seen` what it was asked, where,
+    on which CPUs, and whether it leads its process group; fails if asked for `fails`."""
+    python = worktree / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        "#!/bin/sh\n"
+        f'echo "$* | $(pwd) | $(grep Cpus_allowed_list /proc/self/status | cut -f2) | '
+        f"$(awk '{{print ($1 == $5)}}' /proc/$$/stat)\" >> {seen}\n"
+        'echo "driver output"\n'
+        '[ "${5#--methods=}" = fails ] && exit 3 || exit 0\n'
+    )
+    python.chmod(0o755)
+    return seen
+
+
+def test_queue_waits_for_a_run_that_another_process_trains(tmp_path):
+    """A list changed while its first run trains: the new queue waits for that run's
+    process group to end instead of training the same folder a second time, then goes on."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    carry = _tool()
+    worktree, work = tmp_path / "wt", tmp_path / "work"
+    seen = _stand_in_python(worktree, tmp_path / "seen.txt")
+    run = work / "runs" / "maml_5way5shot"
+    run.mkdir(parents=True)
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", f"--model_dir={run}"],
+        start_new_session=True,
+    )
+    log = work / "queue.log"
+
+    def end_the_training_once_waited_for():
+        deadline = time.monotonic() + 60
+        while "wait for" not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        time.sleep(0.2)  # the queue polls meanwhile and finds it still there
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+
+    try:
+        deadline = time.monotonic() + 30
+        while "maml_5way5shot" not in carry.training_groups(str(work)):
+            assert time.monotonic() < deadline, "the training did not start"
+            time.sleep(0.02)
+        ender = threading.Thread(target=end_the_training_once_waited_for)
+        ender.start()
+        jobs = ["maml:5way5shot", "cavia:5way1shot"]
+        statuses = carry.queue(str(work), str(worktree), str(tmp_path / "data"), None, jobs, 0.02)
+        ender.join(timeout=60)
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+    assert statuses == [None, 0]
+    assert "--methods=maml" not in seen.read_text()
+    assert seen.read_text().count("--methods=cavia") == 1
+    assert [line.split(" ", 1)[1] for line in log.read_text().splitlines()] == [
+        f"wait for maml:5way5shot: process group {trainer.pid} trains it",
+        f"end maml:5way5shot (process group {trainer.pid})",
+        f"start cavia:5way1shot on core any from {worktree}",
+        "end cavia:5way1shot rc=0",
+    ]
+
+
 def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(
     tmp_path, monkeypatch
 ):
@@ -185,19 +255,7 @@ def test_queue_runs_each_job_in_turn_from_the_worktree_pinned_in_its_own_group(
     carry = _tool()
     monkeypatch.chdir(tmp_path)
     worktree, work = tmp_path / "wt", tmp_path / "work"
-    python = worktree / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    seen = tmp_path / "seen.txt"
-    # A stand-in for the worktree's Python: what it was asked, where, on which CPUs, and
-    # whether it leads its process group.
-    python.write_text(
-        "#!/bin/sh\n"
-        f'echo "$* | $(pwd) | $(grep Cpus_allowed_list /proc/self/status | cut -f2) | '
-        f"$(awk '{{print ($1 == $5)}}' /proc/$$/stat)\" >> {seen}\n"
-        'echo "driver output"\n'
-        '[ "${5#--methods=}" = fails ] && exit 3 || exit 0\n'
-    )
-    python.chmod(0o755)
+    seen = _stand_in_python(worktree, tmp_path / "seen.txt")
     core = sorted(os.sched_getaffinity(0))[-1]
     jobs = ["cavia:5way1shot", "fails:20way1shot", "maml:5way5shot"]
     statuses = carry.queue("work", "wt", "data", core, jobs)
