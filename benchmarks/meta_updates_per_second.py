@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/meta_updates_per_second.py --steps 500 --rounds 2 \
         --configs omniglot/cavia_5way1shot.gin,omniglot/cavia_proto_5way1shot.gin \
         --gin_param "DATA_DIR='runs/omniglot/features'" --gin_param META_BATCH_SIZE=4
+    .venv/bin/python benchmarks/meta_updates_per_second.py --steps 10 --rounds 2 \
+        --configs sine/metal_cavia.gin,sine/metal_cavia.gin+MeTAL.query_term=False
 
 Setting of the issue: B = 25 tasks, K = Q = 10, C = 5, one inner step, second
 order; the trainer's own compiled step function (a chunk of meta-updates per
@@ -13,7 +15,9 @@ table; the best of `repeats` timed chunks is reported, after a warm-up chunk
 that also compiles. With `--configs`, each learner is built from a shipped gin config
 exactly as viable-train builds it (its activation, init and XLA setting), and the
 table gives the time per meta-update beside the first config's, and the slowest chunk
-beside the fastest (the sitting's spread).
+beside the fastest (the sitting's spread). A config named `file.gin+Binding=value+...`
+is that file with those bindings on top, so an ablation is timed in the same sitting as
+the config it ablates.
 """
 
 from __future__ import annotations
@@ -65,6 +69,19 @@ def measure_config(name: str, *, steps: int, repeats: int, params=()) -> list[fl
         return chunk_rates(Trainer(model_dir=model_dir), steps=steps, repeats=repeats)
 
 
+def variants(configs: str) -> list[tuple[str, tuple[str, ...]]]:
+    """`--configs`' entries as (gin file, its own bindings): 'a.gin,b.gin+X.y=1' gives
+    [('a.gin', ()), ('b.gin', ('X.y=1',))]."""
+    return [
+        (name, tuple(bindings)) for name, *bindings in (c.split("+") for c in configs.split(","))
+    ]
+
+
+def rate_text(rate: float) -> str:
+    """Three significant figures below 100 updates a second, whole numbers above."""
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3000, help="meta-updates per timed chunk")
@@ -82,14 +99,19 @@ def main() -> None:
         print("|---:|---|---:|---:|---:|---:|")
         for round_ in range(1, args.rounds + 1):
             first = None
-            for name in args.configs.split(","):
+            for name, bindings in variants(args.configs):
                 rates = measure_config(
-                    name, steps=args.steps, repeats=args.repeats, params=args.gin_param
+                    name,
+                    steps=args.steps,
+                    repeats=args.repeats,
+                    params=[*args.gin_param, *bindings],
                 )
                 rate = max(rates)
                 first = first or rate
+                label = "+".join((name, *bindings))
                 print(
-                    f"| {round_} | {name} | {rate:,.0f} | {min(rates):,.0f}-{rate:,.0f} "
+                    f"| {round_} | {label} | {rate_text(rate)} "
+                    f"| {rate_text(min(rates))}-{rate_text(rate)} "
                     f"| {1e3 / rate:.2f} | {first / rate:.2f} |",
                     flush=True,
                 )
