@@ -83,7 +83,7 @@ def footnote(name: str, table, records: dict, page: str) -> str:
     shown = used(table, records)
     index = os.path.relpath(os.path.join(REPO, INDEX), os.path.dirname(os.path.join(REPO, page)))
     benchmarks = sorted({r["benchmark"] for r in table.cells(records)})
-    links = ", ".join(f"[{b}]({index}#{b.replace('_', '-')})" for b in benchmarks)
+    links = ", ".join(f"[{b}]({index}#{b})" for b in benchmarks)
     if isinstance(table, SuiteTimes) or not shown:
         return f"\nRecords (commit, date, machine, command): {links}.\n"
     forms = sorted({r["data_form"] for r in shown if "data_form" in r})
