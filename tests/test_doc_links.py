@@ -16,6 +16,7 @@ from mdit_py_plugins.anchors import anchors_plugin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKDOWN = MarkdownIt("commonmark").enable("table").use(anchors_plugin, max_level=6)
+TARGET = {"link_open": "href", "image": "src"}  # the attribute naming a token's target
 
 
 #: Where the repository keeps Markdown pages (no git here: Bazel's sandbox has none).
@@ -48,8 +49,7 @@ def anchors(page: str, root: str = REPO) -> set[str]:
 
 def targets(page: str, root: str = REPO) -> list[str]:
     """The links' and images' targets in `page` that name no scheme (http:, mailto:)."""
-    found = [t.attrGet("href") for t in tokens(root, page) if t.type == "link_open"]
-    found += [t.attrGet("src") for t in tokens(root, page) if t.type == "image"]
+    found = [t.attrGet(TARGET[t.type]) for t in tokens(root, page) if t.type in TARGET]
     return [target for target in found if target and not urlsplit(target).scheme]
 
 
