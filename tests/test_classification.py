@@ -12,6 +12,8 @@ from conftest import unreached_by_design
 from fake_leo import write_fake_leo
 
 from lab.adaptation_gain import adaptation_gain
+from lab.inner_steps import evaluate as inner_steps
+from lab.inner_steps import learner_name, parse_loops
 from lab.paired_difference import paired_difference
 from lab.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
@@ -174,6 +176,22 @@ def test_the_probes_score_a_trained_run_on_the_test_protocols_episodes(trained, 
     assert gain["after"].mean() == pytest.approx(record["mean"], abs=1e-6)
     np.testing.assert_allclose(gain["gain"], gain["after"] - gain["before"])
     np.testing.assert_allclose(gain["cosine"], 1.0, atol=1e-4)
+    # The inner-loop probe: the run's own loop first, scoring the test's number; no step
+    # at all (asked twice, scored once) scores the unadapted learner, the "before" above.
+    loops = inner_steps(str(tmp_path), [(0, 0.5), (0, 0.5)], gin_params=(f"DATA_DIR={leo_root!r}",))
+    assert [row["loop"][0] for row in loops] == [2, 0]
+    assert loops[0]["accuracy"].mean() == pytest.approx(record["mean"], abs=1e-6)
+    np.testing.assert_allclose(loops[1]["accuracy"], gain["before"], atol=1e-6)
+
+
+def test_the_inner_loop_probe_reads_its_loops_and_refuses_bad_ones():
+    assert parse_loops("2x0.1, 8 x 0.05,1x4e-1") == [(2, 0.1), (8, 0.05), (1, 0.4)]
+    for bad in ("2", "x0.1", "2x0", "2x-1", "2x0.1,", "twox0.1"):
+        with pytest.raises(ValueError, match="--loops"):
+            parse_loops(bad)
+    assert learner_name("NUM_WAYS = 5\nTrainer.learner = @MAML\n") == "MAML"
+    with pytest.raises(ValueError, match=r"Trainer\.learner"):
+        learner_name("MAML.inner_lr = 0.1\n")
 
 
 ALL_CLASSIFICATION_CONFIGS = sorted(
