@@ -26,12 +26,15 @@ def parse_loops(text: str) -> list[tuple[int, float]]:
     """'2x0.1,8x0.1' -> [(2, 0.1), (8, 0.1)]; raises ValueError naming a bad item."""
     loops = []
     for item in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*x\s*([0-9.eE+-]+)\s*", item)
-        if match is None:
-            raise ValueError(f"--loops: expected STEPSxRATE items like 8x0.1, got {item!r}")
-        steps, rate = int(match[1]), float(match[2])
-        if rate <= 0:
-            raise ValueError(f"--loops: a rate must be > 0, got {item!r}")
+        match = re.fullmatch(r"\s*(\d+)\s*x\s*(\S+?)\s*", item)
+        try:
+            steps, rate = int(match[1]), float(match[2])
+        except (TypeError, ValueError):  # no match, or no number after the x
+            raise ValueError(
+                f"--loops: expected STEPSxRATE items like 8x0.1, got {item!r}"
+            ) from None
+        if not 0 < rate < float("inf"):
+            raise ValueError(f"--loops: a rate must be a number > 0, got {item!r}")
         loops.append((steps, rate))
     return loops
 

@@ -186,7 +186,7 @@ def test_the_probes_score_a_trained_run_on_the_test_protocols_episodes(trained, 
 
 def test_the_inner_loop_probe_reads_its_loops_and_refuses_bad_ones():
     assert parse_loops("2x0.1, 8 x 0.05,1x4e-1") == [(2, 0.1), (8, 0.05), (1, 0.4)]
-    for bad in ("2", "x0.1", "2x0", "2x-1", "2x0.1,", "twox0.1"):
+    for bad in ("2", "x0.1", "2x0", "2x-1", "2x0.1,", "twox0.1", "2x0..1", "2xnan", "2xinf"):
         with pytest.raises(ValueError, match="--loops"):
             parse_loops(bad)
     assert learner_name("NUM_WAYS = 5\nTrainer.learner = @MAML\n") == "MAML"
