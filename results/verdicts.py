@@ -222,9 +222,7 @@ METAL_VERDICTS = Verdicts(
         *_metal_seeds(
             RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh", "_S5", what="5 steps"
         ),
-        *_images_so_far(
-            METAL_ON_MAML, "metal_maml", "maml_simviable", done=("5way1shot", "5way5shot")
-        ),
+        *_images_so_far(METAL_ON_MAML, "metal_maml", "maml_simviable", done=tuple(SETTING_NAMES)),
         *_images_so_far(METAL_ON_CAVIA, "metal_cavia", "simviable", done=tuple(SETTING_NAMES)),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
