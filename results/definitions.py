@@ -128,16 +128,16 @@ TABLES = {
         best="max",
     ),
     "images": Table(E2E, WAYS, IMAGE_ROWS, best="max"),
-    # The end-to-end protocol on its earlier data (LEO-format pickles of l2-normalised
-    # pixels) beside Omniglot read as an image folder (its form now): other episodes of
-    # the same protocol, so CIs, not pairs. The Prototypical Network only: CAVIA's
-    # end-to-end cell was trained again on the image folder (its record names the
-    # earlier-form run), so it no longer stands for the earlier form.
+    # Omniglot read as an image folder by two routes: the end-to-end driver's configs
+    # (gin/omniglot_conv/) and the image-folder configs any folder takes (gin/images/ with
+    # images/omniglot.gin), two trainings by the same patience rule. The earlier form of
+    # the data (l2-normalised pixels) no longer has a cell here: the driver's cell was
+    # trained again on the image folder, and its record names the earlier-form run.
     "image_folder_route": Table(
         E2E,
-        [("5way1shot", "5-way 1-shot, l2-normalised pixels (earlier form)")],
+        [("5way1shot", "5-way 1-shot, the end-to-end driver")],
         ["protonet"],
-        extra=[("5-way 1-shot, as an image folder", "omniglot_image_folder", "5way1shot")],
+        extra=[("5-way 1-shot, `images/` configs", "omniglot_image_folder", "5way1shot")],
     ),
     "image_folder_costs": Costs("omniglot_image_folder", "5way1shot", ["protonet", "cavia"]),
     "images_paired": Paired(

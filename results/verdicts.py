@@ -61,6 +61,7 @@ def _seeds(question, ours, base, link=SINE, paper=""):
 SEED0 = "C5_K10_seed0"
 STEP_ON_CAVIA = "Step or loss, on CAVIA: the loss against the step"
 RESIDUAL = "Images: the learned loss added to the task loss (beyond the paper)"
+BEST_VIABLE = "Images: the best VIABLE against a Prototypical Network"
 VERDICTS = Verdicts(
     [
         *_seeds("Sine: does relVIABLE beat CAVIA?", "relviable_tanh", "cavia", paper="0.010"),
@@ -142,9 +143,9 @@ VERDICTS = Verdicts(
         ),
         *_ways("Images: VIABLE on MAML against MAML (beyond the paper)", "maml_simviable", "maml"),
         *_ways(
-            "Images: the best VIABLE against a Prototypical Network",
+            BEST_VIABLE,
             {
-                "5way1shot": "simviable_proto",
+                "5way1shot": "maml_simviable",
                 "5way5shot": "simviable_proto",
                 "20way1shot": "simviable_stepped_residual",
             },
@@ -277,7 +278,7 @@ GLANCE = Verdicts(
         _glance("Step or loss, on MAML: the loss against the step", "5-way 1-shot"),
         _glance("Images: does simVIABLE beat CAVIA?", "5-way 1-shot"),
         _glance(RESIDUAL, "20-way 1-shot"),
-        _glance("Images: the best VIABLE against a Prototypical Network", "5-way 1-shot"),
+        _glance(BEST_VIABLE, "5-way 1-shot"),
         _glance("Images: VIABLE on MAML against MetaOptNet-SVM", "5-way 1-shot"),
     ]
 )

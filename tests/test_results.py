@@ -13,7 +13,7 @@ from scipy import stats
 from results import definitions, render, tables
 from results import records as store
 from results.tables import Verdict, Verdicts
-from results.verdicts import GLANCE, VERDICTS
+from results.verdicts import BEST_VIABLE, GLANCE, VERDICTS
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +282,19 @@ def test_a_cells_rerun_cost_is_estimated_from_runs_in_its_own_precision():
     assert render.cost([untimed], [timed16]) == (0.0, 1)
     assert render.cost([untimed], [timed16, timed32]) == (20.0, 0)
     assert render.cost([{**untimed, "precision": "bfloat16"}], [timed16, timed32]) == (100.0, 0)
+
+
+def test_the_best_viable_row_names_the_best_viable_record_of_each_setting(records):
+    """'The best VIABLE' is a claim on the records: at each setting its row names the VIABLE
+    record (a method key naming viable) with the highest mean, so that a record trained
+    again, higher or lower, cannot leave the row on a VIABLE that is no longer the best."""
+    rows = [row for row in VERDICTS.rows if row.question == BEST_VIABLE]
+    assert len(rows) == 3
+    for row in rows:
+        benchmark, setting, _ = row.ours
+        viable = {
+            key: record["mean"]
+            for key, record in records.items()
+            if key[:2] == (benchmark, setting) and "viable" in key[2]
+        }
+        assert max(viable, key=viable.get) == row.ours, (setting, sorted(viable.items()))
