@@ -198,24 +198,6 @@ def _metal_seeds(question, ours, base, steps="", link=METAL_SINE, what="1 step")
     ]
 
 
-def _not_measured(question, link, settings=SETTING_NAMES):
-    return [Verdict(question, _at(link, name)) for name in settings.values()]
-
-
-def _images_so_far(
-    question, ours, base, open_settings=SETTING_NAMES, link=METAL_IMAGES, done=("5way1shot",)
-):
-    """The image rows of a MeTAL question: the settings `done` measured, and a 'not
-    measured' row for each of `open_settings` past them (every other setting by default; {}
-    for a question asked at the measured settings only)."""
-    measured = {key: name for key, name in SETTING_NAMES.items() if key in done}
-    rest = {key: name for key, name in open_settings.items() if key not in measured}
-    return [
-        *_ways(question, ours, base, link, settings=measured),
-        *_not_measured(question, link, rest),
-    ]
-
-
 #: The verdicts of docs/metal.md: MeTAL (task-adaptive) against relVIABLE (relational).
 METAL_VERDICTS = Verdicts(
     [
@@ -223,31 +205,25 @@ METAL_VERDICTS = Verdicts(
         *_metal_seeds(
             RELATIONAL_OR_ADAPTIVE, "metal_cavia", "relviable_tanh", "_S5", what="5 steps"
         ),
-        *_images_so_far(METAL_ON_MAML, "metal_maml", "maml_simviable", done=tuple(SETTING_NAMES)),
-        *_images_so_far(METAL_ON_CAVIA, "metal_cavia", "simviable", done=tuple(SETTING_NAMES)),
+        *_ways(METAL_ON_MAML, "metal_maml", "maml_simviable", METAL_IMAGES),
+        *_ways(METAL_ON_CAVIA, "metal_cavia", "simviable", METAL_IMAGES),
         *_metal_seeds("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia"),
         *_metal_seeds(
             "Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", "_S5", what="5 steps"
         ),
-        *_images_so_far(
-            "Does MeTAL beat its base, CAVIA?",
-            "metal_cavia",
-            "cavia",
-            {},
-            done=tuple(SETTING_NAMES),
-        ),
+        *_ways("Does MeTAL beat its base, CAVIA?", "metal_cavia", "cavia", METAL_IMAGES),
         *_metal_seeds(
             "Beyond both: relVIABLE with MeTAL's adapter and query pairs, against relVIABLE",
             "relviable_adaptive_query",
             "relviable_tanh",
             link=BEYOND,
         ),
-        *_images_so_far(
+        *_ways(
             "Beyond both, on images: MeTAL's terms over pairs against MeTAL",
             "relmetal_cavia",
             "metal_cavia",
-            {},
-            link=BEYOND,
+            BEYOND,
+            settings={"5way1shot": SETTING_NAMES["5way1shot"]},
         ),
     ]
 )
