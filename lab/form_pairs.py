@@ -23,8 +23,9 @@ from results.tables import Paired, Verdicts
 Pair = tuple[Key, Key, str]  # (A, B, the table or verdict question naming them)
 
 
-def pairs(named: dict) -> set[Pair]:
-    """Every pair of records the tables in `named` compare."""
+def pairs(named: dict, records: dict) -> set[Pair]:
+    """Every pair of records the tables in `named` compare (a verdict's side that the
+    records choose, `Best`, as they choose it today)."""
     found = set()
     for name, table in named.items():
         if isinstance(table, Paired):
@@ -32,8 +33,9 @@ def pairs(named: dict) -> set[Pair]:
                 found.add(((bench, setting, a), (bench, setting, b), name))
         elif isinstance(table, Verdicts):
             for row in table.rows:
-                if row.ours is not None and row.base is not None:
-                    found.add((row.ours, row.base, f"{name}: {row.question}"))
+                ours, base = table.sides(row, records)
+                if ours is not None and base is not None:
+                    found.add((ours, base, f"{name}: {row.question}"))
     return found
 
 
@@ -72,7 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("retrain", nargs="*", help="records as BENCHMARK/SETTING/METHOD")
     args = parser.parse_args()
-    records, every = load(), pairs(tables())
+    records = load()
+    every = pairs(tables(), records)
     retrain = {tuple(name.split("/")) for name in args.retrain}
     unknown = sorted(_name(k) for k in retrain if k not in records)
     if unknown:

@@ -1,6 +1,7 @@
 """The kinds of table the results pages hold, each rendered from the records alone: a
 method-by-setting table (`Table`), paired differences (`Paired`), verdicts (`Verdicts`)
-and the suite's times (`SuiteTimes`); and how a cell is written.
+and the suite's times (`SuiteTimes`); and how a cell is written. A verdict's side is a
+record's key, or a choice the records make when the page is rendered (`Best`).
 
 Every kind refuses a cell over CELL_LIMIT characters, and a verdict's answer outside its
 vocabulary: a page is read at a glance or not at all.
@@ -218,6 +219,35 @@ class Paired:
 
 
 @dataclass(frozen=True)
+class Best:
+    """A verdict's side chosen by the records: of one benchmark's methods at one setting
+    whose key names `naming`, the record with the best mean (the highest accuracy, the
+    lowest MSE). A record trained again, higher or lower, moves the row with it."""
+
+    benchmark: str
+    setting: str
+    naming: str
+
+    def key(self, records: dict) -> Key:
+        found = [
+            k
+            for k, r in records.items()
+            if k[:2] == (self.benchmark, self.setting)
+            and self.naming in k[2]
+            and r["metric"] in ("mse", "accuracy")
+        ]
+        if not found:
+            raise ValueError(f"no record of a method naming {self.naming!r} at {self.setting}")
+        pick = min if records[found[0]]["metric"] == "mse" else max
+        return pick(sorted(found), key=lambda k: records[k]["mean"])
+
+
+def resolved(key: Key | Best | None, records: dict) -> Key | None:
+    """A verdict's side as a record's key: `Best` chosen from `records`, a key as it is."""
+    return key.key(records) if isinstance(key, Best) else key
+
+
+@dataclass(frozen=True)
 class Verdict:
     """One row of a verdict table: a question at one setting, our figure against its base.
 
@@ -227,8 +257,8 @@ class Verdict:
 
     question: str
     setting: str  # as shown: a Markdown link to the table holding its cells
-    ours: Key | None = None
-    base: Key | None = None
+    ours: Key | Best | None = None
+    base: Key | Best | None = None
     paper: str = ""  # the paper's figure for this row, quoted
     claim: str | None = None
     ratio: bool = False  # a claim on sizes: base / ours in the difference column
@@ -243,7 +273,12 @@ class Verdicts:
     HEAD = ("question", "setting", "ours", "base", "difference", "paper", "answer")
 
     def cells(self, records: dict) -> list[dict]:
-        return [records[k] for row in self.rows for k in (row.ours, row.base) if k is not None]
+        return [records[k] for row in self.rows for k in self.sides(row, records) if k]
+
+    @staticmethod
+    def sides(row: Verdict, records: dict) -> tuple[Key | None, Key | None]:
+        """The keys of the row's two records (`Best` chosen from `records`)."""
+        return resolved(row.ours, records), resolved(row.base, records)
 
     def render(self, records: dict) -> str:
         lines = ["| " + " | ".join(self.HEAD) + " |", "|---|---|---|---|---:|---|---|"]
@@ -263,7 +298,7 @@ class Verdicts:
             if answer_ not in CLAIM_ANSWERS:
                 raise ValueError(f"{row.question!r}: answer {answer_!r} not in {CLAIM_ANSWERS}")
             return [row.question, row.setting, "", "", "", row.paper, f"**{answer_}**"]
-        ours, base = records[row.ours], records[row.base]
+        ours, base = (records[k] for k in Verdicts.sides(row, records))
         if row.claim is not None:
             if row.claim not in CLAIM_ANSWERS:
                 raise ValueError(f"{row.question!r}: answer {row.claim!r} not in {CLAIM_ANSWERS}")

@@ -28,7 +28,7 @@ def test_a_chain_of_earlier_form_pairs_moves_together_and_stops_at_todays_form()
         "verdicts": Verdicts([Verdict("q?", "s", _key("a"), _key("b")), Verdict("r?", "s")]),
         "missing": Paired([("b", "s", "a", "z")], sparse=True),
     }
-    every = pairs(named)
+    every = pairs(named, records)
     assert len(every) == 5  # the verdict without figures names no pair
     assert [(a[2], b[2]) for a, b, _ in across(every, records)] == [("c", "d")]
     assert closure(every, records, {_key("a")}) == {_key("a"), _key("b"), _key("c")}
@@ -39,7 +39,8 @@ def test_a_chain_of_earlier_form_pairs_moves_together_and_stops_at_todays_form()
 
 
 def test_the_closure_of_any_image_record_breaks_no_pair_of_todays_pages():
-    records, every = store.load(), pairs(tables())
+    records = store.load()
+    every = pairs(tables(), records)
     before = set(across(every, records))
     images = sorted(k for k in records if k[0] == "omniglot_images")
     for key in itertools.islice(images, 0, None, 5):
