@@ -4,8 +4,14 @@
         --label CAVIA --command "viable-train ..." --commit abc1234 [--num_support K] \
         [--machine "AMD EPYC, 2 cores"] [--date 2026-11-27]
 
+    python -m lab.records RUN_DIR --benchmark omniglot_images --setting 20way1shot \
+        --method cavia --commit abc1234 --again "for pairs with MeTAL on CAVIA"
+
 Reads the run's results.json (or viable-eval's eval_k<K>.json with --num_support) and its
 per-task figures, so that a paired comparison can be computed from the record alone.
+With --again WHY the run trained a cell again on today's form of its data: the record it
+replaces gives the label, command and config, and `detail` says why and what that earlier
+run measured (a writer may add how the run was carried or paused).
 Where the run's training loss jumped (lab/e2e_status.py's rule) after the weights its
 figure is from, the record says so in `setback` (results/records.py), which a writer may
 word better but not leave out. The date defaults to today, the machine to this machine's
@@ -97,6 +103,38 @@ def record_of(run_dir: str, *, num_support: int | None = None, **fields) -> dict
     return record
 
 
+#: A record's leading fields, in the order the records keep them.
+HEAD = (
+    *("benchmark", "setting", "method", "label", "command", "config", "commit", "machine"),
+    *("detail", "setback", "date"),
+)
+
+
+def trained_again(record: dict, earlier: dict, why: str) -> dict:
+    """`record`, of a run that trained `earlier`'s cell again on today's form of its data,
+    with `earlier`'s label, command and config and a `detail` naming `why` and what the
+    earlier run measured (on the form its `data_form` names)."""
+    if "data_form" not in earlier:
+        raise ValueError(f"{earlier['method']} at {earlier['setting']}: already on today's form")
+    scale, digits = (100, 1) if earlier["metric"] == "accuracy" else (1, 3)
+    measured = f"{scale * earlier['mean']:.{digits}f}"
+    if "ci95" in earlier:
+        measured += f" \u00b1 {scale * earlier['ci95']:.{digits}f}"
+    form = earlier["data_form"].split(",")[0]  # its first words: 'l2-normalised pixels'
+    detail = (
+        f"trained again on today's form of the data, {why}: the earlier-form run (commit "
+        f"{earlier['commit']}, {earlier['date']}, {earlier['machine']}, {form}) measured "
+        f"{measured} at {earlier['updates']:,} updates, best at {earlier['best_at']:,}"
+    )
+    fields = {
+        **record,
+        **{k: earlier[k] for k in ("label", "command", "config") if k in earlier},
+        "detail": detail,
+    }
+    head = {k: fields[k] for k in HEAD if k in fields}
+    return {**head, **{k: v for k, v in fields.items() if k not in head}}
+
+
 def dumps(record: dict) -> str:
     """A record as JSON, one field a line and its per-task figures on one line."""
     fields = {k: v for k, v in record.items() if k != "per_task"}
@@ -117,14 +155,30 @@ def write(record: dict, root: str = RECORDS) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_dir")
-    for name in ("benchmark", "setting", "method", "label", "command", "commit"):
+    for name in ("benchmark", "setting", "method", "commit"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--label", help="required unless --again")
+    parser.add_argument("--command", help="required unless --again")
+    parser.add_argument("--again", metavar="WHY", help="the cell trained again on today's form")
     parser.add_argument("--num_support", type=int, default=None)
     parser.add_argument("--machine", default=this_machine())
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     args = vars(parser.parse_args())
-    run_dir, num_support = args.pop("run_dir"), args.pop("num_support")
-    print(write(record_of(run_dir, num_support=num_support, **args)))
+    run_dir, num_support, why = args.pop("run_dir"), args.pop("num_support"), args.pop("again")
+    if why is None:
+        missing = [f"--{k}" for k in ("label", "command") if args[k] is None]
+        if missing:
+            parser.error(f"{' and '.join(missing)} required (or --again WHY)")
+        print(write(record_of(run_dir, num_support=num_support, **args)))
+        return
+    key = (args["benchmark"], args["setting"], args["method"])
+    path = os.path.join(RECORDS, *key[:2], key[2] + ".json")
+    if not os.path.exists(path):
+        parser.error(f"--again: no record {'/'.join(key)} to train again")
+    with open(path) as f:
+        earlier = json.load(f)
+    fields = {k: v for k, v in args.items() if v is not None}
+    print(write(trained_again(record_of(run_dir, num_support=num_support, **fields), earlier, why)))
 
 
 if __name__ == "__main__":

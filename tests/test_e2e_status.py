@@ -129,3 +129,56 @@ def test_a_record_says_where_the_training_loss_jumped_after_its_best_weights(tmp
     )
     assert records.setback(str(run), 5500, 6000) is None  # every jump before the best
     assert records.setback(str(tmp_path), 2500, 6000) is None  # no summaries
+
+
+def test_a_cell_trained_again_keeps_its_label_command_and_config_and_names_the_earlier_run():
+    """lab/records.py's --again: the record of a cell trained again on today's form takes
+    label, command and config from the record it replaces, says why and what that one
+    measured, and keeps the records' field order; a record on today's form has nothing to
+    replace."""
+    from lab import records
+
+    earlier = {
+        **{"benchmark": "b", "setting": "5way1shot", "method": "m", "label": "M (old)"},
+        **{"command": "python -m x --methods=m", "config": "c.gin", "commit": "abc1234"},
+        **{"machine": "AMD EPYC, 2 cores", "date": "2026-11-26", "metric": "accuracy"},
+        **{"mean": 0.9461, "ci95": 0.0043, "updates": 22500, "best_at": 17500},
+        "data_form": "l2-normalised pixels, a character's drawings in one order",
+    }
+    run = {
+        **{"benchmark": "b", "setting": "5way1shot", "method": "m", "commit": "def5678"},
+        **{"machine": "Zen 4, 2 cores", "date": "2026-12-07", "metric": "accuracy"},
+        **{"mean": 0.95, "ci95": 0.004, "updates": 20000, "best_at": 15000, "per_task": [1.0]},
+    }
+    again = records.trained_again(run, earlier, "for pairs with P")
+    assert list(again) == [
+        *("benchmark", "setting", "method", "label", "command", "config", "commit"),
+        *("machine", "detail", "date", "metric", "mean", "ci95", "updates", "best_at"),
+        "per_task",
+    ]
+    assert (again["label"], again["command"], again["config"]) == (
+        "M (old)",
+        "python -m x --methods=m",
+        "c.gin",
+    )
+    assert (again["commit"], again["mean"], "data_form" in again) == ("def5678", 0.95, False)
+    assert again["detail"] == (
+        "trained again on today's form of the data, for pairs with P: the earlier-form run "
+        "(commit abc1234, 2026-11-26, AMD EPYC, 2 cores, l2-normalised pixels) measured "
+        "94.6 \u00b1 0.4 at 22,500 updates, best at 17,500"
+    )
+    mse = {**earlier, "metric": "mse", "mean": 0.0315, "ci95": 0.0042}
+    assert "measured 0.032 \u00b1 0.004 at" in records.trained_again(run, mse, "why")["detail"]
+    today = {k: v for k, v in earlier.items() if k != "data_form"}
+    with pytest.raises(ValueError, match="m at 5way1shot: already on today's form"):
+        records.trained_again(run, today, "why")
+
+
+def test_a_record_without_again_needs_its_label_and_command(monkeypatch, capsys):
+    from lab import records
+
+    argv = ["records", "run", "--benchmark=b", "--setting=s", "--method=m", "--commit=c"]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit):
+        records.main()
+    assert "--label and --command required (or --again WHY)" in capsys.readouterr().err
