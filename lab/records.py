@@ -112,8 +112,8 @@ HEAD = (
 
 def trained_again(record: dict, earlier: dict, why: str) -> dict:
     """`record`, of a run that trained `earlier`'s cell again on today's form of its data,
-    with `earlier`'s label, command and config and a `detail` naming `why` and what the
-    earlier run measured (on the form its `data_form` names)."""
+    with `earlier`'s label, command and config where `record` has none, and a `detail`
+    naming `why` and what the earlier run measured (on the form its `data_form` names)."""
     if "data_form" not in earlier:
         raise ValueError(f"{earlier['method']} at {earlier['setting']}: already on today's form")
     scale, digits = (100, 1) if earlier["metric"] == "accuracy" else (1, 3)
@@ -126,11 +126,8 @@ def trained_again(record: dict, earlier: dict, why: str) -> dict:
         f"{earlier['commit']}, {earlier['date']}, {earlier['machine']}, {form}) measured "
         f"{measured} at {earlier['updates']:,} updates, best at {earlier['best_at']:,}"
     )
-    fields = {
-        **record,
-        **{k: earlier[k] for k in ("label", "command", "config") if k in earlier},
-        "detail": detail,
-    }
+    kept = {k: earlier[k] for k in ("label", "command", "config") if k in earlier}
+    fields = {**kept, **record, "detail": detail}  # a label or command given wins
     head = {k: fields[k] for k in HEAD if k in fields}
     return {**head, **{k: v for k, v in fields.items() if k not in head}}
 

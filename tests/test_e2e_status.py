@@ -162,6 +162,8 @@ def test_a_cell_trained_again_keeps_its_label_command_and_config_and_names_the_e
         "c.gin",
     )
     assert (again["commit"], again["mean"], "data_form" in again) == ("def5678", 0.95, False)
+    relabelled = records.trained_again({**run, "label": "M (new)"}, earlier, "why")
+    assert (relabelled["label"], relabelled["config"]) == ("M (new)", "c.gin")  # given: kept
     assert again["detail"] == (
         "trained again on today's form of the data, for pairs with P: the earlier-form run "
         "(commit abc1234, 2026-11-26, AMD EPYC, 2 cores, l2-normalised pixels) measured "
