@@ -3,6 +3,7 @@ well formed, the committed pages are exactly what their records give, and the st
 the tables print are checked against NumPy."""
 
 import copy
+import glob
 import json
 import os
 
@@ -266,6 +267,21 @@ def test_the_index_lists_every_record_with_its_command(records):
     for record in records.values():
         assert record["_path"].split("records/", 1)[1] in index
     assert "`viable-train --gin_file=sine/cavia.gin --gin_param=CONTEXT_DIM=1" in index
+
+
+def test_every_record_is_stored_as_lab_records_writes_it():
+    """One format for every record file: what lab.records writes for its fields (a field a
+    line, the per-task figures on one line, one final newline), so that a record written
+    again by the tool differs from the old one only where a figure or a field does."""
+    from lab.records import dumps
+
+    differ = []
+    for path in sorted(glob.glob(os.path.join(store.RECORDS, "**", "*.json"), recursive=True)):
+        with open(path) as f:
+            text = f.read()
+        if dumps(json.loads(text)) != text:
+            differ.append(os.path.relpath(path, store.REPO))
+    assert not differ, differ
 
 
 def test_the_results_page_stays_one_page_of_results_and_verdicts():
