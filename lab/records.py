@@ -174,6 +174,8 @@ def main() -> None:
         parser.error(f"--again: no record {'/'.join(key)} to train again")
     with open(path) as f:
         earlier = json.load(f)
+    if "data_form" not in earlier:  # before the run is read
+        parser.error(f"--again: {'/'.join(key)} is on today's form already, not an earlier one")
     fields = {k: v for k, v in args.items() if v is not None}
     print(write(trained_again(record_of(run_dir, num_support=num_support, **fields), earlier, why)))
 

@@ -176,7 +176,9 @@ def test_a_cell_trained_again_keeps_its_label_command_and_config_and_names_the_e
         records.trained_again(run, today, "why")
 
 
-def test_a_record_without_again_needs_its_label_and_command(monkeypatch, capsys):
+def test_a_record_needs_its_label_and_command_or_an_earlier_form_to_train_again(
+    monkeypatch, capsys
+):
     from lab import records
 
     argv = ["records", "run", "--benchmark=b", "--setting=s", "--method=m", "--commit=c"]
@@ -184,3 +186,17 @@ def test_a_record_without_again_needs_its_label_and_command(monkeypatch, capsys)
     with pytest.raises(SystemExit):
         records.main()
     assert "--label and --command required (or --again WHY)" in capsys.readouterr().err
+    # --again refuses, in one line and before reading the run, a cell with no record and
+    # one whose record is on today's form (the Prototypical Network's, trained again).
+    for key, said in (
+        ("b/s/m", "no record b/s/m to train again"),
+        ("omniglot_images/5way1shot/protonet", "is on today's form already"),
+    ):
+        bench, setting, method = key.split("/")
+        named = [f"--benchmark={bench}", f"--setting={setting}", f"--method={method}"]
+        argv = ["records", "/no/such/run", *named, "--commit=c", "--again=why"]
+        monkeypatch.setattr("sys.argv", argv)
+        with pytest.raises(SystemExit):
+            records.main()
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
