@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 
+from results.tables import figure
 from viable_tf.run_dir import RunDir
 
 RECORDS = os.path.join(
@@ -116,10 +117,7 @@ def trained_again(record: dict, earlier: dict, why: str) -> dict:
     naming `why` and what the earlier run measured (on the form its `data_form` names)."""
     if "data_form" not in earlier:
         raise ValueError(f"{earlier['method']} at {earlier['setting']}: already on today's form")
-    scale, digits = (100, 1) if earlier["metric"] == "accuracy" else (1, 3)
-    measured = f"{scale * earlier['mean']:.{digits}f}"
-    if "ci95" in earlier:
-        measured += f" \u00b1 {scale * earlier['ci95']:.{digits}f}"
+    measured = figure({k: v for k, v in earlier.items() if k not in ("data_form", "setback")})
     form = earlier["data_form"].split(",")[0]  # its first words: 'l2-normalised pixels'
     detail = (
         f"trained again on today's form of the data, {why}: the earlier-form run (commit "
@@ -141,8 +139,13 @@ def dumps(record: dict) -> str:
     return text + "\n"
 
 
+def path_of(benchmark: str, setting: str, method: str, root: str = RECORDS) -> str:
+    """Where the record of (benchmark, setting, method) is stored."""
+    return os.path.join(root, benchmark, setting, method + ".json")
+
+
 def write(record: dict, root: str = RECORDS) -> str:
-    path = os.path.join(root, record["benchmark"], record["setting"], record["method"] + ".json")
+    path = path_of(record["benchmark"], record["setting"], record["method"], root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write(dumps(record))
@@ -169,7 +172,7 @@ def main() -> None:
         print(write(record_of(run_dir, num_support=num_support, **args)))
         return
     key = (args["benchmark"], args["setting"], args["method"])
-    path = os.path.join(RECORDS, *key[:2], key[2] + ".json")
+    path = path_of(*key)
     if not os.path.exists(path):
         parser.error(f"--again: no record {'/'.join(key)} to train again")
     with open(path) as f:
