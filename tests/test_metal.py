@@ -4,6 +4,7 @@ and query terms, additive form), the base learner's step bit for bit with the le
 terms zeroed, the adapter the identity at initialisation, and the refusals."""
 
 import dataclasses
+import functools
 
 import keras
 import numpy as np
@@ -22,7 +23,9 @@ from viable_tf.learners import (
     TermNetwork,
 )
 from viable_tf.learners.metal import TaskAdaptiveInnerLoss
+from viable_tf.networks import keras_network
 from viable_tf.networks.adaptive_loss import ModulatedTerm
+from viable_tf.networks.keras_model import conv4_film
 from viable_tf.networks.prediction import PredictionNetwork
 from viable_tf.tasks import TaskBatch
 
@@ -295,3 +298,29 @@ def test_names_on_viables_rows_say_what_is_on():
     assert _learner(rows="relviable", adapter=None).method_name == "simviable_query"
     with pytest.raises(ValueError, match="rows must be one of"):
         _learner(rows="pixels")
+
+
+@pytest.mark.parametrize("learner_class", [MAMLMeTAL, MeTAL])
+def test_a_request_with_no_query_point_gets_an_empty_answer_on_a_conv_net(learner_class):
+    """The served signatures take any Q. With Q = 0 the query term is 0 and not run: on
+    oneDNN, max-pooling's gradient over the empty query batch aborted the process (a
+    request with no query drawing took viable-serve down). With queries, the served
+    answer is the learner's own."""
+    keras.utils.set_random_seed(2)
+    conv = keras_network(functools.partial(conv4_film, image_shape=(28, 28, 1), filters=4))
+    kw = {"context_dim": C} if learner_class is MeTAL else {}
+    learner = learner_class(
+        input_dim=784, output_dim=N, num_inner_steps=1, task_loss="cross_entropy",
+        network=conv, **kw,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(B, K, 784)).astype(np.float32)
+    y = np.tile(np.arange(K) % N, (B, 1)).astype(np.int32)
+    query = rng.uniform(size=(B, Q, 784)).astype(np.float32)
+    module = AdaptThenPredict(learner)
+    empty = module.serving_default(x, y, np.zeros((B, 0, 784), np.float32))
+    assert empty["logits"].shape == (B, 0, N) and empty["classes"].shape == (B, 0)
+    served = module.serving_default(x, y, query)["logits"]
+    mask = np.ones((B, K), bool)
+    expected = learner.predict(learner.adapt(x, y, mask, query_x=query), query)
+    np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)

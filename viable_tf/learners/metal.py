@@ -237,11 +237,23 @@ class TaskAdaptiveInnerLoss:
                 network, adapter_state, rows, support_mask, rows, support_mask
             )
         if self.query_term:
-            query = self._query_term(network, state, means, rows, support_mask, query_x)
+            args = (network, state, means, rows, support_mask, query_x)
+            query = self._query_term_or_zero(learned.dtype, *args)
             # A task with no real support point is not adapted (the learner contract).
             has_support = tf.reduce_any(support_mask, axis=1)
             learned += tf.where(has_support, query, tf.zeros_like(query))
         return self.form(learned, support)  # [B]
+
+    def _query_term_or_zero(self, dtype, *args):
+        """The query term [B], or 0 for a request with no query point (Q = 0) without running
+        the network on the empty batch: on oneDNN, TensorFlow's max-pooling gradient aborts
+        the process on one (a served request with no query drawing took the server down).
+        Where Q is static, as in training, the term is computed as it always was."""
+        query_x = args[-1]
+        none = tf.zeros([tf.shape(query_x)[0]], dtype)
+        if query_x.shape[1] is not None:
+            return self._query_term(*args) if query_x.shape[1] else none
+        return tf.cond(tf.shape(query_x)[1] > 0, lambda: self._query_term(*args), lambda: none)
 
     def _query_term(self, network, state, means, support_rows, support_mask, query_x):
         """The transductive term [B] from the queries' rows (no query labels)."""
