@@ -15,6 +15,8 @@ from lab.adaptation_gain import adaptation_gain
 from lab.inner_steps import evaluate as inner_steps
 from lab.inner_steps import learner_name, parse_loops
 from lab.paired_difference import paired_difference
+from lab.query_groups import evaluate as query_groups
+from lab.query_groups import grouped, parse_sizes
 from lab.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
@@ -22,7 +24,7 @@ from viable_tf.evaluation import test_protocol as protocol_for_test
 from viable_tf.export import export_saved_model
 from viable_tf.learners import CAVIA, MAML, VIABLE
 from viable_tf.networks import RelationLossNetwork, SimpleLossNetwork
-from viable_tf.tasks import seed_for
+from viable_tf.tasks import TaskBatch, seed_for
 from viable_tf.tasks.classification import FewShotEpisodes
 from viable_tf.training import Trainer
 from viable_tf.training.experiment import train_and_evaluate
@@ -182,6 +184,31 @@ def test_the_probes_score_a_trained_run_on_the_test_protocols_episodes(trained, 
     assert [row["loop"][0] for row in loops] == [2, 0]
     assert loops[0]["accuracy"].mean() == pytest.approx(record["mean"], abs=1e-6)
     np.testing.assert_allclose(loops[1]["accuracy"], gain["before"], atol=1e-6)
+    # The query-group probe: CAVIA's adaptation reads no query, so each episode scores the
+    # same with its queries adapted in groups of 1 or 5 as all together (the test's number).
+    groups = query_groups(str(tmp_path), [1, 5], gin_params=(f"DATA_DIR={leo_root!r}",))
+    assert [row["size"] for row in groups][1:] == [1, 5] and groups[0]["size"] % 5 == 0
+    assert groups[0]["accuracy"].mean() == pytest.approx(record["mean"], abs=1e-6)
+    for row in groups[1:]:
+        np.testing.assert_allclose(row["accuracy"], groups[0]["accuracy"], atol=1e-6)
+    with pytest.raises(ValueError, match="7 does not divide"):
+        query_groups(str(tmp_path), [7], gin_params=(f"DATA_DIR={leo_root!r}",))
+
+
+def test_the_query_group_probe_groups_an_episodes_queries_across_it():
+    x = np.arange(2 * 6, dtype=np.float32).reshape(2, 6, 1)  # query j of task b: 6b + j
+    batch = TaskBatch(x[:, :2], np.zeros((2, 2), np.int32), np.ones((2, 2), bool), x, x[..., 0])
+    split = grouped(batch, 2)  # 3 groups of 2 per task: queries j and j + 3
+    assert split.query_x.shape == (6, 2, 1) and split.support_x.shape == (6, 2, 1)
+    np.testing.assert_array_equal(
+        split.query_x[..., 0], [[0, 3], [1, 4], [2, 5], [6, 9], [7, 10], [8, 11]]
+    )
+    np.testing.assert_array_equal(split.query_y, split.query_x[..., 0])
+    np.testing.assert_array_equal(split.support_x[:, :, 0], [[0, 1]] * 3 + [[6, 7]] * 3)
+    assert parse_sizes("1, 5,20") == [1, 5, 20]
+    for bad in ("0", "-2", "x", "1,", "2.5"):
+        with pytest.raises(ValueError, match="--sizes"):
+            parse_sizes(bad)
 
 
 def test_the_inner_loop_probe_reads_its_loops_and_refuses_bad_ones():
