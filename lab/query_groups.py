@@ -35,6 +35,13 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def check_sizes(sizes: list[int], num_query: int) -> None:
+    """Raises ValueError naming a size that does not divide the episodes' queries."""
+    for size in sizes:
+        if num_query % size:
+            raise ValueError(f"--sizes: {size} does not divide the episodes' {num_query} queries")
+
+
 def grouped(batch, size: int):
     """`batch` [B tasks, Q queries] as B * Q/size tasks of `size` queries each: task
     b * Q/size + j is task b's support set with its queries j, j + Q/size, ..."""
@@ -85,9 +92,7 @@ def evaluate(
         raise ValueError("the run's test scores a query loss, not an accuracy per task")
     batches = list(evaluator.batches())
     num_query = batches[0].query_x.shape[1]
-    for size in sizes:
-        if num_query % size:
-            raise ValueError(f"--sizes: {size} does not divide the episodes' {num_query} queries")
+    check_sizes(sizes, num_query)
     score = tf.function(lambda batch: score_batch(run.learner, batch, metric)[0], autograph=False)
     rows = []
     for size in dict.fromkeys([num_query, *sizes]):

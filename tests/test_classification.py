@@ -15,8 +15,8 @@ from lab.adaptation_gain import adaptation_gain
 from lab.inner_steps import evaluate as inner_steps
 from lab.inner_steps import learner_name, parse_loops
 from lab.paired_difference import paired_difference
+from lab.query_groups import check_sizes, grouped, parse_sizes
 from lab.query_groups import evaluate as query_groups
-from lab.query_groups import grouped, parse_sizes
 from lab.split_gap import split_accuracies
 from viable_tf.cli.common import parse_gin
 from viable_tf.evaluation import classification_test_evaluator
@@ -185,14 +185,11 @@ def test_the_probes_score_a_trained_run_on_the_test_protocols_episodes(trained, 
     assert loops[0]["accuracy"].mean() == pytest.approx(record["mean"], abs=1e-6)
     np.testing.assert_allclose(loops[1]["accuracy"], gain["before"], atol=1e-6)
     # The query-group probe: CAVIA's adaptation reads no query, so each episode scores the
-    # same with its queries adapted in groups of 1 or 5 as all together (the test's number).
-    groups = query_groups(str(tmp_path), [1, 5], gin_params=(f"DATA_DIR={leo_root!r}",))
-    assert [row["size"] for row in groups][1:] == [1, 5] and groups[0]["size"] % 5 == 0
-    assert groups[0]["accuracy"].mean() == pytest.approx(record["mean"], abs=1e-6)
-    for row in groups[1:]:
-        np.testing.assert_allclose(row["accuracy"], groups[0]["accuracy"], atol=1e-6)
-    with pytest.raises(ValueError, match="7 does not divide"):
-        query_groups(str(tmp_path), [7], gin_params=(f"DATA_DIR={leo_root!r}",))
+    # same with its queries adapted in groups of 5 as all together (the test's figures).
+    groups = query_groups(str(tmp_path), [5], 50, gin_params=(f"DATA_DIR={leo_root!r}",))
+    assert [row["size"] for row in groups][1:] == [5] and groups[0]["size"] % 5 == 0
+    np.testing.assert_allclose(groups[0]["accuracy"], loops[0]["accuracy"][:50], atol=1e-6)
+    np.testing.assert_allclose(groups[1]["accuracy"], groups[0]["accuracy"], atol=1e-6)
 
 
 def test_the_query_group_probe_groups_an_episodes_queries_across_it():
@@ -209,6 +206,9 @@ def test_the_query_group_probe_groups_an_episodes_queries_across_it():
     for bad in ("0", "-2", "x", "1,", "2.5"):
         with pytest.raises(ValueError, match="--sizes"):
             parse_sizes(bad)
+    check_sizes([1, 5, 25], 75)
+    with pytest.raises(ValueError, match="7 does not divide the episodes' 75 queries"):
+        check_sizes([5, 7], 75)
 
 
 def test_the_inner_loop_probe_reads_its_loops_and_refuses_bad_ones():
