@@ -130,6 +130,22 @@ def _save_curves(run_dir: str, path: str) -> None:
             json.dump({tag: [[s, v] for s, v in curve] for tag, curve in curves.items()}, f)
 
 
+def resolve_commit(commit: str, repo: str = ".") -> str:
+    """`commit` (a hash, an abbreviation, a branch) as the full hash of a commit of `repo`;
+    exits in one line when it names none, so that a manifest cannot name a commit no
+    worktree can check out."""
+    found = subprocess.run(
+        ["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode or not found.stdout.strip():
+        raise SystemExit(
+            f"carry_runs: --commit {commit!r} names no commit of {os.path.abspath(repo)}"
+        )
+    return found.stdout.strip()
+
+
 def save(work_dir: str, to: str, commit: str, runs: list[str] | None = None) -> dict:
     """Saves the runs of `work_dir` (all, or those named) under `to`; returns the manifest."""
     manifest_path = os.path.join(to, MANIFEST)
@@ -308,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     saving = commands.add_parser("save")
     saving.add_argument("--work_dir", required=True)
     saving.add_argument("--to", required=True)
-    saving.add_argument("--commit", required=True, help="the commit whose code trains the runs")
+    saving.add_argument(
+        "--commit", required=True, help="the commit whose code trains the runs (stored in full)"
+    )
     saving.add_argument("--runs", default="", help="comma-separated (default: every run)")
     restoring = commands.add_parser("restore")
     restoring.add_argument("--work_dir", required=True)
@@ -326,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     queueing.add_argument("jobs", nargs="+", help="METHOD:SETTING, in order")
     args = parser.parse_args(argv)
     if args.command == "save":
-        manifest = save(args.work_dir, args.to, args.commit, [r for r in args.runs.split(",") if r])
+        commit = resolve_commit(args.commit)
+        manifest = save(args.work_dir, args.to, commit, [r for r in args.runs.split(",") if r])
         for name, record in manifest.items():
             print(f"{name}: meta-update {record['step']} ({record['commit'][:7]})")
     elif args.command == "restore":

@@ -116,6 +116,25 @@ def test_best_weights_of_the_latest_step_are_carried_once(tmp_path, best_step):
         assert restored == f"{origin} {best_step} {suffix}"
 
 
+def test_save_stores_the_full_hash_of_a_commit_and_refuses_one_that_names_none(tmp_path):
+    """`save --commit` takes what git takes (an abbreviation, a branch) and stores the full
+    hash; a hash that names no commit (a typo like 7995c3f2 for 7995c3f) is refused in
+    one line, where the manifest once held it."""
+    import subprocess
+
+    carry = _tool()
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    full = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert carry.resolve_commit(full[:7], str(tmp_path)) == full.strip()
+    assert carry.resolve_commit("HEAD", str(tmp_path)) == full.strip()
+    typo = full[:7] + ("1" if full[7] == "0" else "0")  # 8 digits, not the commit's
+    for bad in (typo, "no-such-branch", full.strip()[::-1]):
+        with pytest.raises(SystemExit, match=f"--commit '{bad}' names no commit of"):
+            carry.resolve_commit(bad, str(tmp_path))
+
+
 def _state(pid: int, becomes: str = "", within: float = 5.0) -> str:
     """A process's state (R, S, T: stopped, ...), waited for until it is one of
     `becomes` (a signal is delivered a moment after it is sent)."""
