@@ -250,10 +250,13 @@ class TaskAdaptiveInnerLoss:
         the process on one (a served request with no query drawing took the server down).
         Where Q is static, as in training, the term is computed as it always was."""
         query_x = args[-1]
-        none = tf.zeros([tf.shape(query_x)[0]], dtype)
+
+        def none():
+            return tf.zeros([tf.shape(query_x)[0]], dtype)
+
         if query_x.shape[1] is not None:
-            return self._query_term(*args) if query_x.shape[1] else none
-        return tf.cond(tf.shape(query_x)[1] > 0, lambda: self._query_term(*args), lambda: none)
+            return self._query_term(*args) if query_x.shape[1] else none()
+        return tf.cond(tf.shape(query_x)[1] > 0, lambda: self._query_term(*args), none)
 
     def _query_term(self, network, state, means, support_rows, support_mask, query_x):
         """The transductive term [B] from the queries' rows (no query labels)."""
