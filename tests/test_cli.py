@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from lab.meta_gradient_noise import noise
 from lab.outlier_influence import influences
@@ -22,6 +23,17 @@ SMOKE = [
     "--gin_param=EvaluationSpec.eval_every=100",
     "--gin_param=EvaluationSpec.figure_every=100",
     "--gin_param=test_evaluator.num_tasks=200",
+]
+
+
+METAL_SMOKE = [
+    "--gin_file=gin/sine/metal_cavia.gin",
+    "--gin_file=gin/sine/quick.gin",
+    "--gin_param=NUM_STEPS=4",
+    "--gin_param=EvaluationSpec.eval_every=4",
+    "--gin_param=EvaluationSpec.figure_every=0",
+    "--gin_param=test_evaluator.num_tasks=10",
+    "--gin_param=PerformanceSpec.jit_compile=False",
 ]
 
 
@@ -174,6 +186,66 @@ def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp
     )
     code, out = run_cli(export_cli, [*argv, "--version=1"])
     assert code == 2 and "exists" in out.err.strip().splitlines()[-1]
+
+
+def test_only_a_learner_with_a_query_term_exports_without_one(trained_run, tmp_path, run_cli):
+    model_dir, _ = trained_run
+    argv = [f"--model_dir={model_dir}", f"--export_base={tmp_path}", "--without_query_term"]
+    code, out = run_cli(export_cli, argv)
+    assert code == 2 and out.err.strip().splitlines()[-1].endswith(
+        "--without_query_term: simviable has no query term to leave out (its adaptation "
+        "reads the support set alone)"
+    )
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_an_export_without_the_query_term_keeps_the_trained_weights_and_answers_each_query_alone(
+    tmp_path, run_cli
+):
+    """MeTAL's query term adapts on the request's queries: exported without it, the
+    learner keeps every trained weight but the query term's, and a query's answer is the
+    same sent alone as among others (as it is not with the term: docs/metal.md)."""
+    from viable_tf.config import load_run
+
+    model_dir = tmp_path / "run"
+    code, out = run_cli(train_cli, [*METAL_SMOKE, f"--model_dir={model_dir}"])
+    assert code == 0, out.err[-2000:]
+    base = tmp_path / "export"
+    argv = [f"--model_dir={model_dir}", f"--export_base={base}", "--without_query_term"]
+    code, out = run_cli(export_cli, argv)
+    assert code == 0, out.err[-2000:]
+    with open(base / "1" / "assets.extra" / "viable_model.json") as f:
+        description = json.load(f)
+    assert description["method"] == "metal_support_cavia"
+    assert description["trained_as"]["method"] == "metal_cavia"
+    assert description["checkpoint_step"] == 4
+    # Without queries to read, CAVIA's context is the support set's alone: it is served.
+    assert {"adapt", "predict"} <= set(description["signatures"])
+
+    full = load_run(str(model_dir)).learner
+    kept = load_run(str(model_dir), learner_options={"query_term": False}).learner
+    left_out = {id(v) for v in full.query_network.variables}
+    expected = [v for v in full.variables if id(v) not in left_out]
+    assert left_out and len(expected) == len(kept.variables)
+    for trained, exported in zip(expected, kept.variables, strict=True):
+        np.testing.assert_array_equal(trained, exported)
+
+    serve = tf.saved_model.load(str(base / "1")).signatures["serving_default"]
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-5, 5, size=(2, 10, 1)).astype(np.float32)
+    y = np.sin(x).astype(np.float32)
+    query = rng.uniform(-5, 5, size=(2, 6, 1)).astype(np.float32)
+    together = serve(support_x=x, support_y=y, query_x=query)["predictions"].numpy()
+    alone = [
+        serve(support_x=x, support_y=y, query_x=query[:, i : i + 1])["predictions"].numpy()
+        for i in range(query.shape[1])
+    ]
+    np.testing.assert_allclose(np.concatenate(alone, axis=1), together, rtol=1e-5, atol=1e-6)
+    # The learner as trained answers otherwise: its query term moves the context.
+    mask = np.ones(x.shape[:2], bool)
+    with_term = full.predict(full.adapt(x, y, mask, query_x=query), query).numpy()
+    assert not np.allclose(with_term, together, rtol=1e-3, atol=1e-4)
 
 
 def test_next_commands_name_the_installation_that_ran_them(tmp_path, monkeypatch):

@@ -157,12 +157,19 @@ class LoadedRun(NamedTuple):
 
 
 def load_run(
-    model_dir: str, gin_params: tuple[str, ...] = (), *, restore: bool = True
+    model_dir: str,
+    gin_params: tuple[str, ...] = (),
+    *,
+    restore: bool = True,
+    learner_options: dict | None = None,
 ) -> LoadedRun:
     """Restores a trained run from its operative config and best checkpoint (no trainer,
     optimizer or strategy is built). `gin_params` override bindings (e.g. DATA_DIR).
     `restore=False`: the learner keeps the initial weights its configuration draws under
     the run's seed (keras.utils.set_random_seed, as the trainer seeds), checkpoint_step 0.
+    `learner_options`: arguments the learner is built with over its bindings, for a learner
+    with fewer parts than trained (e.g. {'query_term': False}); every variable it holds
+    must then be in the checkpoint, which may hold more.
 
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
     run written by viable-train or holds no checkpoint.
@@ -201,10 +208,12 @@ def load_run(
         keras.utils.set_random_seed(settings.get("seed", 0))
     with precision.building(computes):
         learner = evaluate_reference(bindings["learner"])(
-            input_dim=tasks.input_dim, output_dim=tasks.output_dim
+            input_dim=tasks.input_dim, output_dim=tasks.output_dim, **(learner_options or {})
         )
     if restore:
-        tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+        status = tf.train.Checkpoint(learner=learner).read(path).expect_partial()
+        if learner_options:
+            status.assert_existing_objects_matched()
     step = int(path.rsplit("-", 1)[-1]) if restore else 0
     return LoadedRun(learner, tasks, step, run, settings, run.training_state())
 

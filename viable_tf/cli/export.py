@@ -1,10 +1,15 @@
 """viable-export: write a trained run as a SavedModel version for TF Serving.
 
-    viable-export --model_dir=D --export_base=BASE [--version=N]
+    viable-export --model_dir=D --export_base=BASE [--version=N] [--without_query_term]
 
 Writes BASE/<N>/ (N defaults to one more than the highest version present) with
 the best checkpoint's weights, and assets.extra/ holding the operative gin config,
 the method and its evaluation result (viable_model.json) and warm-up requests.
+
+`--without_query_term`, for a learner whose inner loss reads the request's query points
+(MeTAL's query term): the export adapts on the support set alone, with the trained
+weights and support term, so that a query's answer does not depend on the other queries
+sent with it, as a server answering one image at a time needs (docs/metal.md).
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the name it is served under, in its warm-up requests and the printed serve "
         "command (default: the name of --export_base's folder)",
     )
+    parser.add_argument(
+        "--without_query_term",
+        action="store_true",
+        help="adapt on the support set alone: a learner with a query term (MeTAL's) is "
+        "exported without it, so that each query's answer is its own",
+    )
     return parser
 
 
@@ -40,12 +51,28 @@ def _main() -> int:
         raise UsageError(f"{target} exists; pick another --version or omit it for the next one")
     from viable_tf.config import load_run
     from viable_tf.export import export_saved_model
+    from viable_tf.learners.metal import TaskAdaptiveInnerLoss
 
     model_name = args.model_name or os.path.basename(os.path.abspath(args.export_base))
     run = load_run(args.model_dir)
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
+    metadata = {"evaluation": results, "checkpoint_step": run.checkpoint_step}
+    if args.without_query_term:
+        if not (isinstance(run.learner, TaskAdaptiveInnerLoss) and run.learner.query_term):
+            raise UsageError(
+                f"--without_query_term: {run.learner.method_name} has no query term to leave "
+                "out (its adaptation reads the support set alone)"
+            )
+        trained = run.learner.method_name
+        run = load_run(args.model_dir, learner_options={"query_term": False})
+        metadata["trained_as"] = {
+            "method": trained,
+            "left_out": "the query term: the evaluation is of the learner as trained, with it",
+        }
     with open(run.run_dir.operative_config) as f:
         config = f.read()
+    if args.without_query_term:
+        config += "\n# Exported with --without_query_term: the learner above, query_term=False.\n"
     # Images, for a run on a folder of images: its raw_inputs() give the learner's inputs
     # exactly as training took them, so they are not l2-normalised (as features are).
     raw = run.tasks.raw_inputs()
@@ -55,7 +82,7 @@ def _main() -> int:
         args.export_base,
         version=args.version,
         operative_config=config,
-        metadata={"evaluation": results, "checkpoint_step": run.checkpoint_step},
+        metadata=metadata,
         model_name=model_name,
         warmup_inputs=run.tasks.warmup_inputs if raw is None else None,
         featurizer=featurizer,
