@@ -1,9 +1,11 @@
 """The command-line tools: a real smoke run, and one clear line for each bad input."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
+import tomllib
 
 import numpy as np
 import pytest
@@ -164,15 +166,10 @@ def test_non_finite_loss_is_one_line_naming_the_step(tmp_path, monkeypatch, run_
 def test_export_writes_numbered_versions_of_the_best_checkpoint(trained_run, tmp_path, run_cli):
     model_dir, _ = trained_run
     argv = [f"--model_dir={model_dir}", f"--export_base={tmp_path}"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    # the console script once, then the same command in this process
-    result = subprocess.run(
-        [_console_script("viable-export"), *argv], capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert f"{tmp_path}/1" in result.stdout
+    code, out = run_cli(export_cli, argv)
+    assert code == 0 and f"{tmp_path}/1" in out.out, out.err[-2000:]
     # The next command names the viable-serve beside the interpreter that ran the export.
-    (serve_line,) = [line for line in result.stdout.splitlines() if line.startswith("serve it:")]
+    (serve_line,) = [line for line in out.out.splitlines() if line.startswith("serve it:")]
     serve = serve_line.split()[2]
     assert os.path.samefile(serve, _console_script("viable-serve"))
     code, out = run_cli(export_cli, argv)
@@ -246,6 +243,19 @@ def test_an_export_without_the_query_term_keeps_the_trained_weights_and_answers_
     mask = np.ones(x.shape[:2], bool)
     with_term = full.predict(full.adapt(x, y, mask, query_x=query), query).numpy()
     assert not np.allclose(with_term, together, rtol=1e-3, atol=1e-4)
+
+
+def test_every_console_script_is_installed_and_names_a_main():
+    """pyproject's [project.scripts], each an executable beside the interpreter whose
+    entry point loads (the trained_run fixture runs one, viable-train, end to end)."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    installed = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
+    assert "viable-export" in scripts and "viable-serve" in scripts
+    for name, target in scripts.items():
+        assert os.access(_console_script(name), os.X_OK), name
+        assert installed[name].value == target, name
+        assert callable(installed[name].load()), name
 
 
 def test_next_commands_name_the_installation_that_ran_them(tmp_path, monkeypatch):
