@@ -227,6 +227,9 @@ def test_an_export_without_the_query_term_keeps_the_trained_weights_and_answers_
     assert left_out and len(expected) == len(kept.variables)
     for trained, exported in zip(expected, kept.variables, strict=True):
         np.testing.assert_array_equal(trained, exported)
+    # A part the run did not train is refused, not left at its initial weights.
+    with pytest.raises(ValueError, match=r"does not hold every weight of the learner built"):
+        load_run(str(model_dir), learner_options={"learned_inner_lr": True})  # Meta-SGD's
 
     serve = tf.saved_model.load(str(base / "1")).signatures["serving_default"]
     rng = np.random.default_rng(3)

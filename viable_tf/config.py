@@ -168,8 +168,8 @@ def load_run(
     `restore=False`: the learner keeps the initial weights its configuration draws under
     the run's seed (keras.utils.set_random_seed, as the trainer seeds), checkpoint_step 0.
     `learner_options`: arguments the learner is built with over its bindings, for a learner
-    with fewer parts than trained (e.g. {'query_term': False}); every variable it holds
-    must then be in the checkpoint, which may hold more.
+    with fewer parts than trained (e.g. {'query_term': False}); every object it holds
+    must then be in the checkpoint, which may hold more (ValueError, one line, if not).
 
     Raises FileNotFoundError (one line, naming what is missing) if `model_dir` is not a
     run written by viable-train or holds no checkpoint.
@@ -213,7 +213,13 @@ def load_run(
     if restore:
         status = tf.train.Checkpoint(learner=learner).read(path).expect_partial()
         if learner_options:
-            status.assert_existing_objects_matched()
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError:
+                raise ValueError(
+                    f"{path} does not hold every weight of the learner built with "
+                    f"{learner_options}: it was trained with other parts"
+                ) from None
     step = int(path.rsplit("-", 1)[-1]) if restore else 0
     return LoadedRun(learner, tasks, step, run, settings, run.training_state())
 
