@@ -54,25 +54,27 @@ def _main() -> int:
     from viable_tf.learners.metal import TaskAdaptiveInnerLoss
 
     model_name = args.model_name or os.path.basename(os.path.abspath(args.export_base))
-    run = load_run(args.model_dir)
+    # With --without_query_term the learner as trained is only looked at, not restored.
+    run = load_run(args.model_dir, restore=not args.without_query_term)
     results = run.run_dir.read_results() if os.path.exists(run.run_dir.results) else {}
-    metadata = {"evaluation": results, "checkpoint_step": run.checkpoint_step}
+    with open(run.run_dir.operative_config) as f:
+        config = f.read()
+    trained_as = {}
     if args.without_query_term:
         if not (isinstance(run.learner, TaskAdaptiveInnerLoss) and run.learner.query_term):
             raise UsageError(
                 f"--without_query_term: {run.learner.method_name} has no query term to leave "
                 "out (its adaptation reads the support set alone)"
             )
-        trained = run.learner.method_name
-        run = load_run(args.model_dir, learner_options={"query_term": False})
-        metadata["trained_as"] = {
-            "method": trained,
-            "left_out": "the query term: the evaluation is of the learner as trained, with it",
+        trained_as = {
+            "trained_as": {
+                "method": run.learner.method_name,
+                "left_out": "the query term: the evaluation is of the learner as trained, with it",
+            }
         }
-    with open(run.run_dir.operative_config) as f:
-        config = f.read()
-    if args.without_query_term:
+        run = load_run(args.model_dir, learner_options={"query_term": False})
         config += "\n# Exported with --without_query_term: the learner above, query_term=False.\n"
+    metadata = {"evaluation": results, "checkpoint_step": run.checkpoint_step, **trained_as}
     # Images, for a run on a folder of images: its raw_inputs() give the learner's inputs
     # exactly as training took them, so they are not l2-normalised (as features are).
     raw = run.tasks.raw_inputs()
